@@ -1,0 +1,1 @@
+//! Dynamo-compatible CRD types, Grove client types, validation and CRD generation.

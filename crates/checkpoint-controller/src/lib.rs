@@ -1,0 +1,1 @@
+//! DynamoCheckpoint controller: the create-or-reuse state machine for checkpoint Jobs.

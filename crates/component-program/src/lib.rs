@@ -1,0 +1,1 @@
+//! The component workload program: one DynamoComponentDeployment per component.

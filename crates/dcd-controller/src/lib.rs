@@ -1,0 +1,1 @@
+//! DynamoComponentDeployment controller: renders Deployments and Services.

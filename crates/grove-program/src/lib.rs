@@ -1,0 +1,1 @@
+//! The grove workload program: one Grove PodCliqueSet per graph.

@@ -1,0 +1,1 @@
+//! Reusable reconcile framework: capabilities, outcome, events, conditions, apply.

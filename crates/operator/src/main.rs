@@ -1,0 +1,3 @@
+//! The dynamo-operator binary.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Concrete shared DynamoGraphDeployment reconcilers, one module per resource family.

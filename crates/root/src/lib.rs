@@ -1,0 +1,1 @@
+//! The DynamoGraphDeployment composition root: select a program, persist status, emit events.

@@ -1,0 +1,1 @@
+//! A real Kubernetes control plane for tests, built from Go modules and cached.
