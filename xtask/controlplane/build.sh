@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries used by the test harness from the Go module proxy:
-# kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes), etcd
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd
 # (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), plus kwok's default stages.
 #
 # Usage: build.sh [OUT_DIR]
@@ -17,7 +17,7 @@ KWOK=$(pinned kwok sigs.k8s.io/kwok)
 [ -n "$K8S" ] && [ -n "$ETCD" ] && [ -n "$KWOK" ] || { echo "build.sh: cannot read pinned versions" >&2; exit 1; }
 OUT=${1:-${HOME}/.cache/dynamo-operator-rs/controlplane/k8s-$K8S-etcd-$ETCD-kwok-$KWOK}
 
-BINS=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwok-stages.yaml)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwok-stages.yaml)
 complete() { for b in "${BINS[@]}"; do [ -s "$OUT/$b" ] || return 1; done; }
 if complete; then echo "$OUT"; exit 0; fi
 
@@ -49,7 +49,7 @@ if [ ! -s "$OUT/kwok" ] || [ ! -s "$OUT/kwok-stages.yaml" ]; then
   mv "$TMP/kwok" "$OUT/kwok"; mv "$TMP/kwok-stages.yaml" "$OUT/kwok-stages.yaml"
 fi
 
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
   if [ ! -s "$OUT/$b" ]; then
     log "building $b $K8S (the first build of the k8s tree takes 10-20 minutes)"
     (cd "$HERE/k8s" && go build -pgo=off -trimpath -ldflags "$LDF" -o "$TMP/$b" "k8s.io/kubernetes/cmd/$b")

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod crds;
+mod testenv;
 
 #[derive(Parser)]
 #[command(about = "Project tasks for dynamo-operator-rs")]
@@ -18,10 +19,25 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// Start the real control plane (etcd, kube-apiserver, controller-manager, scheduler,
+    /// simulated nodes) and print how to reach it; Ctrl-C stops it.
+    TestEnv,
+    /// Build or reuse the control-plane binaries, start one control plane, run all tests.
+    Test {
+        /// Arguments passed on to `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_client=off".into()))
+        .with_writer(std::io::stderr)
+        .init();
     match Cli::parse().task {
         Task::Crds { check } => crds::run(check),
+        Task::TestEnv => testenv::run_env(),
+        Task::Test { args } => testenv::run_tests(&args),
     }
 }
