@@ -1,0 +1,401 @@
+//! Shared watch caches: one watch per kind, served to every controller and to [`Reader`]s.
+//!
+//! [`Cache::watch`] registers a kind (one reflector store, `managedFields` stripped);
+//! [`Cache::subscribe`] hands out trigger streams for `Controller::for_shared_stream` /
+//! `owns_shared_stream` / `watches_shared_stream` (or use [`Cache::controller`]); [`Cache::run`]
+//! drives every registered watch. Subscribe before `run`: a subscriber created later would miss
+//! the initial list.
+//!
+//! # When a read is not served from the cache
+//! [`Cache`] implements [`Reader`]. A read falls back to a live API call (and counts in
+//! [`Cache::live_reads`]) exactly when the cache cannot answer it authoritatively:
+//! - the kind was never registered with [`Cache::watch`];
+//! - the kind's store has not finished its initial list yet;
+//! - the kind is watched in one namespace and the read is for another namespace (or all);
+//! - the kind is watched with a label or field selector and `get` misses (the object may exist
+//!   outside the selector). Lists of such a kind are served from the cache and so return only
+//!   selected objects.
+//!
+//! Cached reads are eventually consistent: right after a write, the cache may still hold the
+//! previous revision until the watch event arrives (which triggers another reconcile).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use kube::api::{ApiResource, DynamicObject, ListParams};
+use kube::core::{Selector, SelectorExt};
+use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::capability::Reader;
+use crate::error::{Error, Result};
+use crate::object::{key, strip_managed_fields, to_dynamic};
+
+/// How many change notifications a kind buffers for its slowest subscriber before the watch waits.
+const SUBSCRIBER_BUFFER: usize = 1024;
+
+/// Shared watch caches. Cheap to clone; clones share the caches.
+#[derive(Clone)]
+pub struct Cache {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    kinds: RwLock<HashMap<String, Entry>>,
+    started: Mutex<bool>,
+    live_reads: AtomicU64,
+}
+
+struct Entry {
+    namespace: Option<String>,
+    selective: bool,
+    store: Arc<dyn ErasedStore>,
+    /// `Pending<K>`: the writer and watch, until `run` takes them.
+    pending: Box<dyn Any + Send + Sync>,
+    start: Option<StartWatch>,
+}
+
+/// Starts a registered watch from its `Pending<K>`.
+type StartWatch =
+    Box<dyn FnOnce(&(dyn Any + Send + Sync)) -> Option<BoxFuture<'static, ()>> + Send + Sync>;
+
+struct Pending<K: Resource<DynamicType = ()> + Clone + 'static> {
+    writer: Mutex<Option<reflector::store::Writer<K>>>,
+}
+
+fn kind_key(api_version: &str, kind: &str) -> String {
+    format!("{api_version}/{kind}")
+}
+
+impl Cache {
+    /// An empty cache reading through `client`.
+    pub fn new(client: Client) -> Self {
+        Cache {
+            inner: Arc::new(Inner {
+                client,
+                kinds: RwLock::new(HashMap::new()),
+                started: Mutex::new(false),
+                live_reads: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The client used for watches and live reads.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// Register kind `K`, watched through `api` (its namespace, or all namespaces) with
+    /// `config`, and return its store. A kind is watched once: registering it again returns the existing store
+    /// (and logs a warning if the scope differs). Must happen before [`Cache::run`].
+    pub fn watch<K>(&self, api: Api<K>, config: watcher::Config) -> Result<Store<K>>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let key = kind_key(&K::api_version(&()), &K::kind(&()));
+        let namespace = api.namespace().map(str::to_string);
+        let namespace = namespace.as_deref();
+        let mut kinds = self.inner.kinds.write().expect("cache lock");
+        if let Some(entry) = kinds.get(&key) {
+            if entry.namespace.as_deref() != namespace {
+                tracing::warn!(kind = %key, ?namespace, watched = ?entry.namespace, "kind already watched in another scope");
+            }
+            return entry
+                .store
+                .as_any()
+                .downcast_ref::<Typed<K>>()
+                .map(|t| t.store.clone())
+                .ok_or_else(|| {
+                    Error::Unsupported(format!("kind {key} registered with another type"))
+                });
+        }
+        if *self.inner.started.lock().expect("cache lock") {
+            return Err(Error::Unsupported(format!(
+                "cache already running; cannot watch {key}"
+            )));
+        }
+        let writer = reflector::store::Writer::<K>::new_shared(SUBSCRIBER_BUFFER, ());
+        let store = writer.as_reader();
+        let selective = config.label_selector.is_some() || config.field_selector.is_some();
+        let kind_for_log = key.clone();
+        let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
+            let pending = pending.downcast_ref::<Pending<K>>()?;
+            let writer = pending.writer.lock().expect("cache lock").take()?;
+            let kind = kind_for_log;
+            Some(
+                watcher(api, config)
+                    .default_backoff()
+                    .modify(strip_managed_fields)
+                    .reflect_shared(writer)
+                    .for_each(move |event| {
+                        if let Err(err) = event {
+                            tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                        }
+                        futures::future::ready(())
+                    })
+                    .boxed(),
+            )
+        };
+        kinds.insert(
+            key,
+            Entry {
+                namespace: namespace.map(str::to_string),
+                selective,
+                store: Arc::new(Typed {
+                    store: store.clone(),
+                }),
+                pending: Box::new(Pending::<K> {
+                    writer: Mutex::new(Some(writer)),
+                }),
+                start: Some(Box::new(start)),
+            },
+        );
+        Ok(store)
+    }
+
+    /// A trigger stream of kind `K` for a controller. The kind must be registered and the cache
+    /// not yet running.
+    pub fn subscribe<K>(&self) -> Result<ReflectHandle<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let key = kind_key(&K::api_version(&()), &K::kind(&()));
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let entry = kinds
+            .get(&key)
+            .ok_or_else(|| Error::Unsupported(format!("kind {key} is not watched")))?;
+        let pending = entry.pending.downcast_ref::<Pending<K>>().ok_or_else(|| {
+            Error::Unsupported(format!("kind {key} registered with another type"))
+        })?;
+        let writer = pending.writer.lock().expect("cache lock");
+        writer.as_ref().and_then(|w| w.subscribe()).ok_or_else(|| {
+            Error::Unsupported(format!("cache already running; cannot subscribe to {key}"))
+        })
+    }
+
+    /// The store of kind `K`, if registered.
+    pub fn store<K>(&self) -> Option<Store<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let key = kind_key(&K::api_version(&()), &K::kind(&()));
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        kinds
+            .get(&key)?
+            .store
+            .as_any()
+            .downcast_ref::<Typed<K>>()
+            .map(|t| t.store.clone())
+    }
+
+    /// A kube-runtime controller for kind `K` fed by this cache (registering `K` for all
+    /// namespaces if needed). Add owned and watched kinds with `owns_shared_stream` /
+    /// `watches_shared_stream` and [`Cache::subscribe`].
+    pub fn controller<K>(&self) -> Result<Controller<K>>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let store = self.watch::<K>(Api::all(self.client()), watcher::Config::default())?;
+        Ok(Controller::for_shared_stream(self.subscribe::<K>()?, store))
+    }
+
+    /// Drive every registered watch until they all end (they do not, in normal operation: run it
+    /// next to the controllers, for example in `tokio::select!`). Call once.
+    pub fn run(&self) -> BoxFuture<'static, ()> {
+        *self.inner.started.lock().expect("cache lock") = true;
+        let mut kinds = self.inner.kinds.write().expect("cache lock");
+        let watches: Vec<_> = kinds
+            .values_mut()
+            .filter_map(|entry| {
+                let start = entry.start.take()?;
+                start(entry.pending.as_ref())
+            })
+            .collect();
+        futures::future::join_all(watches).map(|_| ()).boxed()
+    }
+
+    /// Wait until every registered kind finished its initial list.
+    pub async fn wait_until_ready(&self) {
+        let stores: Vec<_> = {
+            let kinds = self.inner.kinds.read().expect("cache lock");
+            kinds.values().map(|e| e.store.clone()).collect()
+        };
+        for store in stores {
+            store.wait_until_ready().await;
+        }
+    }
+
+    /// How many reads fell back to a live API call.
+    pub fn live_reads(&self) -> u64 {
+        self.inner.live_reads.load(Ordering::Relaxed)
+    }
+
+    /// The cached object, only when the cache is authoritative for it (`Some(None)`: known
+    /// absent). `None` when the cache cannot tell.
+    pub(crate) fn cached(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Option<DynamicObject>> {
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let entry = kinds.get(&kind_key(&resource.api_version, &resource.kind))?;
+        if !entry.store.is_ready() || !covers(entry.namespace.as_deref(), namespace) {
+            return None;
+        }
+        match entry.store.get(namespace, name) {
+            Ok(Some(object)) => Some(Some(object)),
+            Ok(None) if !entry.selective => Some(None),
+            _ => None,
+        }
+    }
+
+    fn live_api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        self.inner.live_reads.fetch_add(1, Ordering::Relaxed);
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.inner.client.clone(), ns, resource),
+            None => Api::all_with(self.inner.client.clone(), resource),
+        }
+    }
+}
+
+/// Whether a store watched in `watched` (`None`: everywhere) holds every object of `requested`.
+fn covers(watched: Option<&str>, requested: Option<&str>) -> bool {
+    match (watched, requested) {
+        (None, _) => true,
+        (Some(w), Some(r)) => w == r,
+        (Some(_), None) => false,
+    }
+}
+
+#[async_trait]
+impl Reader for Cache {
+    async fn get_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<DynamicObject>> {
+        if let Some(cached) = self.cached(resource, namespace, name) {
+            return Ok(cached);
+        }
+        tracing::debug!(kind = %resource.kind, object = %key(namespace, name), "get: live read");
+        let mut object = self.live_api(resource, namespace).get_opt(name).await?;
+        if let Some(o) = object.as_mut() {
+            strip_managed_fields(o);
+        }
+        Ok(object)
+    }
+
+    async fn list_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Result<Vec<DynamicObject>> {
+        let store = {
+            let kinds = self.inner.kinds.read().expect("cache lock");
+            kinds
+                .get(&kind_key(&resource.api_version, &resource.kind))
+                .filter(|e| e.store.is_ready() && covers(e.namespace.as_deref(), namespace))
+                .map(|e| e.store.clone())
+        };
+        if let Some(store) = store {
+            return store.list(namespace, selector);
+        }
+        tracing::debug!(kind = %resource.kind, ?namespace, %selector, "list: live read");
+        let params = ListParams::default().labels(&selector.to_string());
+        let list = self.live_api(resource, namespace).list(&params).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|mut o| {
+                strip_managed_fields(&mut o);
+                o
+            })
+            .collect())
+    }
+}
+
+/// A typed store behind a type-erased face.
+trait ErasedStore: Send + Sync {
+    fn is_ready(&self) -> bool;
+    fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<DynamicObject>>;
+    fn list(&self, namespace: Option<&str>, selector: &Selector) -> Result<Vec<DynamicObject>>;
+    fn wait_until_ready(&self) -> BoxFuture<'static, ()>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+struct Typed<K: Resource<DynamicType = ()> + Clone + 'static> {
+    store: Store<K>,
+}
+
+impl<K> ErasedStore for Typed<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Serialize + Send + Sync + 'static,
+{
+    fn is_ready(&self) -> bool {
+        self.store
+            .wait_until_ready()
+            .now_or_never()
+            .is_some_and(|r| r.is_ok())
+    }
+
+    fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<DynamicObject>> {
+        let mut reference = ObjectRef::<K>::new(name);
+        if let Some(ns) = namespace {
+            reference = reference.within(ns);
+        }
+        self.store
+            .get(&reference)
+            .map(|o| to_dynamic(o.as_ref()))
+            .transpose()
+    }
+
+    fn list(&self, namespace: Option<&str>, selector: &Selector) -> Result<Vec<DynamicObject>> {
+        let mut objects: Vec<_> = self
+            .store
+            .state()
+            .into_iter()
+            .filter(|o| namespace.is_none() || o.namespace().as_deref() == namespace)
+            .filter(|o| selector.matches(o.labels()))
+            .collect();
+        objects.sort_by_key(|o| (o.namespace(), o.name_any()));
+        objects.iter().map(|o| to_dynamic(o.as_ref())).collect()
+    }
+
+    fn wait_until_ready(&self) -> BoxFuture<'static, ()> {
+        let store = self.store.clone();
+        async move {
+            let _ = store.wait_until_ready().await;
+        }
+        .boxed()
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,298 @@
+//! What one reconcile attempt returns: [`Outcome`] on success, [`Failed`] on error.
+
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::conditions::{self, READY, Status};
+
+pub use kube::runtime::events::EventType;
+
+/// The action reported on events that do not name one.
+pub const DEFAULT_ACTION: &str = "Reconcile";
+
+/// A Kubernetes Event queued by a reconciler, published by the top level after the status write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// `Normal` or `Warning`.
+    pub type_: EventType,
+    /// Short PascalCase reason, at most 128 characters.
+    pub reason: String,
+    /// What was done, PascalCase (events.k8s.io `action`); [`DEFAULT_ACTION`] unless set.
+    pub action: String,
+    /// Human-readable message, at most 1 kB.
+    pub note: Option<String>,
+    /// Another object the event is about (events.k8s.io `related`).
+    pub secondary: Option<ObjectReference>,
+}
+
+impl Event {
+    /// A `Normal` event.
+    pub fn normal(reason: &str, note: impl Into<String>) -> Self {
+        Self::new(EventType::Normal, reason, note)
+    }
+
+    /// A `Warning` event.
+    pub fn warning(reason: &str, note: impl Into<String>) -> Self {
+        Self::new(EventType::Warning, reason, note)
+    }
+
+    /// An event of `type_`.
+    pub fn new(type_: EventType, reason: &str, note: impl Into<String>) -> Self {
+        Event {
+            type_,
+            reason: reason.to_string(),
+            action: DEFAULT_ACTION.to_string(),
+            note: Some(note.into()),
+            secondary: None,
+        }
+    }
+
+    /// Set the action.
+    pub fn action(mut self, action: &str) -> Self {
+        self.action = action.to_string();
+        self
+    }
+
+    /// Set the related object.
+    pub fn secondary(mut self, related: ObjectReference) -> Self {
+        self.secondary = Some(related);
+        self
+    }
+}
+
+/// A status type that `Outcome::fail` can mark as failed.
+pub trait ReconcileStatus {
+    /// The status conditions; `fail` sets `Ready=False` here.
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+
+    /// Record the failure in the type's own fields (for example `state = "failed"` and
+    /// `observedGeneration`). The `Ready` condition is set by `fail`, not here.
+    fn set_failed(&mut self, generation: i64, reason: &str, message: &str);
+}
+
+/// The complete desired status after one reconcile attempt, the events to publish once that
+/// status is persisted, and when to look again.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome<S> {
+    /// The complete desired status, including conditions and `observedGeneration`.
+    pub status: S,
+    /// Status-transition events, published only after the status write succeeded.
+    pub events: Vec<Event>,
+    /// Reconcile again after this long; `None` waits for the next watch event.
+    pub requeue: Option<Duration>,
+}
+
+impl<S> Outcome<S> {
+    /// An outcome with `status`, no events, no requeue.
+    pub fn new(status: S) -> Self {
+        Outcome {
+            status,
+            events: Vec::new(),
+            requeue: None,
+        }
+    }
+
+    /// Queue `event`.
+    pub fn event(&mut self, event: Event) {
+        self.events.push(event);
+    }
+
+    /// Queue an event whose note is formatted: `out.eventf(EventType::Normal, "Scaled",
+    /// format_args!("scaled to {n}"))`.
+    pub fn eventf(&mut self, type_: EventType, reason: &str, note: fmt::Arguments<'_>) {
+        self.events
+            .push(Event::new(type_, reason, note.to_string()));
+    }
+
+    /// Queue a `Normal` event.
+    pub fn normal(&mut self, reason: &str, note: impl Into<String>) {
+        self.events.push(Event::normal(reason, note));
+    }
+
+    /// Queue a `Warning` event.
+    pub fn warning(&mut self, reason: &str, note: impl Into<String>) {
+        self.events.push(Event::warning(reason, note));
+    }
+
+    /// Reconcile again after `after` at the latest (the earliest of all requests wins).
+    pub fn requeue_after(&mut self, after: Duration) {
+        self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    /// Take a nested reconciler's events and requeue request into this outcome; returns its
+    /// status for the caller to fold into its own.
+    pub fn absorb<T>(&mut self, nested: Outcome<T>) -> T {
+        self.events.extend(nested.events);
+        if let Some(after) = nested.requeue {
+            self.requeue_after(after);
+        }
+        nested.status
+    }
+}
+
+impl<S: ReconcileStatus> Outcome<S> {
+    /// Mark the status failed at `generation` with `reason` and the error's message: the type's
+    /// own failed state, `Ready=False` with that reason and message, and a `Warning` event with
+    /// the same reason. The status keeps everything already completed in this attempt ("partial
+    /// status on error"): the top level persists it, then reports the error for backoff.
+    pub fn fail<E: fmt::Display>(
+        mut self,
+        generation: i64,
+        reason: &str,
+        error: E,
+    ) -> Failed<S, E> {
+        let message = error.to_string();
+        self.status.set_failed(generation, reason, &message);
+        conditions::set(
+            self.status.conditions_mut(),
+            conditions::new(READY, Status::False, reason, message.clone(), generation),
+        );
+        self.events.push(Event::warning(reason, message));
+        Failed {
+            outcome: self,
+            error,
+            retry: Retry::Backoff,
+        }
+    }
+}
+
+/// When to retry after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry with per-object exponential backoff.
+    Backoff,
+    /// Do not retry until the object changes (for example an invalid spec).
+    AwaitChange,
+}
+
+/// A failed attempt: the partial outcome to persist, the error, and when to retry.
+#[derive(Debug)]
+pub struct Failed<S, E> {
+    /// The status completed so far (already marked failed by [`Outcome::fail`]) and its events.
+    pub outcome: Outcome<S>,
+    /// What went wrong.
+    pub error: E,
+    /// When to retry.
+    pub retry: Retry,
+}
+
+impl<S, E> Failed<S, E> {
+    /// Do not retry until the object changes.
+    pub fn await_change(mut self) -> Self {
+        self.retry = Retry::AwaitChange;
+        self
+    }
+
+    /// Convert the error, keeping the outcome.
+    pub fn map_err<F>(self, f: impl FnOnce(E) -> F) -> Failed<S, F> {
+        Failed {
+            outcome: self.outcome,
+            error: f(self.error),
+            retry: self.retry,
+        }
+    }
+}
+
+/// What a reconcile function returns.
+pub type Reconciled<S, E> = Result<Outcome<S>, Failed<S, E>>;
+
+/// `?`-friendly failure: `step().await.or_fail(&mut out, generation, "StepFailed")?`.
+pub trait OrFail<T, E> {
+    /// On `Err`, take the outcome out of `out` (leaving a default) and [`Outcome::fail`] it.
+    fn or_fail<S: ReconcileStatus + Default>(
+        self,
+        out: &mut Outcome<S>,
+        generation: i64,
+        reason: &str,
+    ) -> Result<T, Failed<S, E>>;
+}
+
+impl<T, E: fmt::Display> OrFail<T, E> for Result<T, E> {
+    fn or_fail<S: ReconcileStatus + Default>(
+        self,
+        out: &mut Outcome<S>,
+        generation: i64,
+        reason: &str,
+    ) -> Result<T, Failed<S, E>> {
+        self.map_err(|error| std::mem::take(out).fail(generation, reason, error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, Default, PartialEq)]
+    struct St {
+        state: String,
+        observed: i64,
+        conditions: Vec<Condition>,
+        done: Vec<&'static str>,
+    }
+
+    impl ReconcileStatus for St {
+        fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+            &mut self.conditions
+        }
+        fn set_failed(&mut self, generation: i64, _reason: &str, _message: &str) {
+            self.state = "failed".into();
+            self.observed = generation;
+        }
+    }
+
+    #[test]
+    fn fail_sets_state_ready_and_warning_keeping_partial_status() {
+        let mut out = Outcome::new(St::default());
+        out.status.done.push("rbac");
+        out.normal("Created", "created rbac");
+        let failed = out.fail(3, "PvcFailed", "disk full");
+        let st = &failed.outcome.status;
+        assert_eq!(st.state, "failed");
+        assert_eq!(st.observed, 3);
+        assert_eq!(st.done, ["rbac"]);
+        let ready = conditions::find(&st.conditions, READY).unwrap();
+        assert_eq!(
+            (
+                ready.status.as_str(),
+                ready.reason.as_str(),
+                ready.message.as_str()
+            ),
+            ("False", "PvcFailed", "disk full")
+        );
+        assert_eq!(ready.observed_generation, Some(3));
+        assert_eq!(failed.outcome.events.len(), 2);
+        assert_eq!(failed.outcome.events[1].type_, EventType::Warning);
+        assert_eq!(failed.retry, Retry::Backoff);
+        assert_eq!(failed.await_change().retry, Retry::AwaitChange);
+    }
+
+    #[test]
+    fn or_fail_takes_the_outcome() {
+        fn step(fail: bool) -> Result<u8, String> {
+            if fail { Err("boom".into()) } else { Ok(7) }
+        }
+        let mut out = Outcome::new(St::default());
+        out.status.done.push("a");
+        assert_eq!(step(false).or_fail(&mut out, 1, "StepFailed").unwrap(), 7);
+        let failed = step(true).or_fail(&mut out, 1, "StepFailed").unwrap_err();
+        assert_eq!(failed.outcome.status.done, ["a"]);
+        assert_eq!(failed.error, "boom");
+    }
+
+    #[test]
+    fn requeue_takes_the_earliest_and_absorb_merges() {
+        let mut out = Outcome::new(());
+        out.requeue_after(Duration::from_secs(30));
+        let mut nested = Outcome::new(5u8);
+        nested.requeue_after(Duration::from_secs(10));
+        nested.eventf(EventType::Normal, "Scaled", format_args!("to {}", 3));
+        assert_eq!(out.absorb(nested), 5);
+        assert_eq!(out.requeue, Some(Duration::from_secs(10)));
+        assert_eq!(out.events[0].note.as_deref(), Some("to 3"));
+        out.requeue_after(Duration::from_secs(60));
+        assert_eq!(out.requeue, Some(Duration::from_secs(10)));
+    }
+}

@@ -1,0 +1,323 @@
+//! The run loop: reconcile, persist status, publish events, requeue or back off.
+//!
+//! [`Runner`] wraps a kube-runtime [`Controller`] that the caller built (primary watch, owned and
+//! watched kinds, shared streams from [`crate::cache::Cache`], predicates, concurrency,
+//! shutdown). Per object and attempt it:
+//! 1. calls the reconcile function once, which returns an [`Outcome`] or a [`Failed`] carrying
+//!    the partial outcome;
+//! 2. persists `outcome.status` through the [`StatusWriter`], also when the attempt failed, and
+//!    skips the write when the status equals the one the object already has;
+//! 3. publishes `outcome.events`, only if the status write succeeded (or was not needed);
+//! 4. requeues after `outcome.requeue`, or waits for the next change when it is `None`; on failure
+//!    retries with per-object exponential backoff ([`ErrorBackoff`], reset on success), or waits
+//!    for a change if the failure said [`Retry::AwaitChange`].
+//!
+//! [`finish`] is steps 2–4 without a controller, for tests.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::core::object::HasStatus;
+use kube::runtime::Controller;
+use kube::runtime::controller::{Action, Error as ControllerError};
+use kube::{Resource, ResourceExt};
+use serde::{Serialize, de::DeserializeOwned};
+use tracing::Instrument;
+
+use crate::capability::{EventSink, StatusWriter};
+use crate::error::Error;
+use crate::object::{key_of, resource};
+use crate::outcome::{Failed, Outcome, Reconciled, Retry};
+
+/// Per-object exponential backoff for failed reconciles: `base`, `2·base`, `4·base`, ... capped at
+/// `max`, reset when the object reconciles successfully.
+#[derive(Debug)]
+pub struct ErrorBackoff {
+    base: Duration,
+    max: Duration,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Default for ErrorBackoff {
+    /// 1 s doubling up to 5 min.
+    fn default() -> Self {
+        Self::new(Duration::from_secs(1), Duration::from_secs(300))
+    }
+}
+
+impl ErrorBackoff {
+    /// Backoff from `base` doubling up to `max`.
+    pub fn new(base: Duration, max: Duration) -> Self {
+        ErrorBackoff {
+            base,
+            max,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record a failure of `key` and return how long to wait before retrying it.
+    pub fn next(&self, key: &str) -> Duration {
+        let mut failures = self.failures.lock().expect("backoff lock");
+        let n = failures.entry(key.to_string()).or_insert(0);
+        let delay = self
+            .base
+            .checked_mul(2u32.saturating_pow(*n))
+            .unwrap_or(self.max)
+            .min(self.max);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    /// Forget the failures of `key`.
+    pub fn reset(&self, key: &str) {
+        self.failures.lock().expect("backoff lock").remove(key);
+    }
+
+    /// Consecutive failures of `key`.
+    pub fn failures(&self, key: &str) -> u32 {
+        self.failures
+            .lock()
+            .expect("backoff lock")
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Why an attempt did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E: std::error::Error + 'static> {
+    /// The reconcile function failed; its partial status was persisted.
+    #[error("reconcile failed: {error}")]
+    Reconcile {
+        /// The reconcile error.
+        #[source]
+        error: E,
+        /// When to retry.
+        retry: Retry,
+    },
+    /// Persisting the status failed; no events were published.
+    #[error("status write failed: {0}")]
+    Status(#[source] Error),
+}
+
+/// Persist the status of `result`, then publish its events, then decide the next action.
+///
+/// The status write is skipped when the serialized desired status equals the object's current
+/// one. If the write fails, no event is published and [`RunError::Status`] is returned (the
+/// reconcile error, if any, is logged). If the object is gone (NotFound), nothing is published
+/// and the object is not requeued.
+pub async fn finish<K, E>(
+    object: &K,
+    result: Reconciled<K::Status, E>,
+    status_writer: &dyn StatusWriter,
+    events: &dyn EventSink,
+) -> Result<Action, RunError<E>>
+where
+    K: Resource<DynamicType = ()> + HasStatus,
+    K::Status: Serialize,
+    E: std::error::Error + 'static,
+{
+    let (outcome, failure): (Outcome<K::Status>, _) = match result {
+        Ok(outcome) => (outcome, None),
+        Err(Failed {
+            outcome,
+            error,
+            retry,
+        }) => (outcome, Some((error, retry))),
+    };
+    let object_key = key_of(object);
+    let desired =
+        serde_json::to_value(&outcome.status).map_err(|e| RunError::Status(Error::from(e)))?;
+    let current = object
+        .status()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| RunError::Status(Error::from(e)))?;
+    if current.as_ref() != Some(&desired) {
+        let written = status_writer
+            .apply_status_dynamic(
+                &resource::<K>(),
+                object.namespace().as_deref(),
+                &object.name_any(),
+                &desired,
+            )
+            .await;
+        match written {
+            Ok(applied) => {
+                tracing::debug!(object = %object_key, changed = applied.changed, "status written")
+            }
+            Err(err) if err.is_not_found() => {
+                tracing::debug!(object = %object_key, "object gone; status not written");
+                return Ok(Action::await_change());
+            }
+            Err(err) => {
+                if let Some((error, _)) = &failure {
+                    tracing::warn!(object = %object_key, %error, "reconcile failed");
+                }
+                return Err(RunError::Status(err));
+            }
+        }
+    } else {
+        tracing::trace!(object = %object_key, "status unchanged; not written");
+    }
+    let regarding = object.object_ref(&());
+    for event in &outcome.events {
+        if let Err(err) = events.publish(event, &regarding).await {
+            tracing::warn!(object = %object_key, reason = %event.reason, error = %err, "event not published");
+        }
+    }
+    match failure {
+        Some((error, retry)) => Err(RunError::Reconcile { error, retry }),
+        None => Ok(match outcome.requeue {
+            Some(after) => Action::requeue(after),
+            None => Action::await_change(),
+        }),
+    }
+}
+
+/// Runs a kube-runtime controller with the reconcile contract of this crate.
+pub struct Runner<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + 'static,
+{
+    controller: Controller<K>,
+    status_writer: Arc<dyn StatusWriter>,
+    events: Arc<dyn EventSink>,
+    backoff: ErrorBackoff,
+}
+
+struct Shared<Ctx, F> {
+    ctx: Arc<Ctx>,
+    reconcile: F,
+    status_writer: Arc<dyn StatusWriter>,
+    events: Arc<dyn EventSink>,
+    backoff: ErrorBackoff,
+}
+
+impl<K> Runner<K>
+where
+    K: Resource<DynamicType = ()>
+        + HasStatus
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+    K::Status: Serialize + Send + Sync,
+{
+    /// Run `controller`, persisting status with `status_writer` and publishing events to `events`
+    /// (one shared `Recorder` in production).
+    pub fn new(
+        controller: Controller<K>,
+        status_writer: Arc<dyn StatusWriter>,
+        events: Arc<dyn EventSink>,
+    ) -> Self {
+        Runner {
+            controller,
+            status_writer,
+            events,
+            backoff: ErrorBackoff::default(),
+        }
+    }
+
+    /// Replace the default error backoff (1 s doubling up to 5 min).
+    pub fn backoff(mut self, backoff: ErrorBackoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Reconcile until the controller shuts down (see `Controller::graceful_shutdown_on`).
+    pub async fn run<Ctx, F, Fut, E>(self, reconcile: F, ctx: Arc<Ctx>)
+    where
+        Ctx: Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<Ctx>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Reconciled<K::Status, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let shared = Arc::new(Shared {
+            ctx,
+            reconcile,
+            status_writer: self.status_writer,
+            events: self.events,
+            backoff: self.backoff,
+        });
+        self.controller
+            .run(
+                |object: Arc<K>, shared: Arc<Shared<Ctx, F>>| {
+                    let object_key = key_of(object.as_ref());
+                    let span = tracing::info_span!("reconcile", object = %object_key);
+                    async move {
+                        let result = (shared.reconcile)(object.clone(), shared.ctx.clone()).await;
+                        let action = finish(
+                            object.as_ref(),
+                            result,
+                            shared.status_writer.as_ref(),
+                            shared.events.as_ref(),
+                        )
+                        .await;
+                        if action.is_ok() {
+                            shared.backoff.reset(&object_key);
+                        }
+                        action
+                    }
+                    .instrument(span)
+                },
+                |object: Arc<K>, error: &RunError<E>, shared: Arc<Shared<Ctx, F>>| {
+                    let object_key = key_of(object.as_ref());
+                    match error {
+                        RunError::Reconcile {
+                            retry: Retry::AwaitChange,
+                            ..
+                        } => {
+                            shared.backoff.reset(&object_key);
+                            Action::await_change()
+                        }
+                        _ => Action::requeue(shared.backoff.next(&object_key)),
+                    }
+                },
+                shared,
+            )
+            .for_each(|result| async move {
+                match result {
+                    Ok((object, action)) => {
+                        tracing::debug!(object = %object, ?action, "reconciled")
+                    }
+                    Err(ControllerError::ReconcilerFailed(error, object)) => {
+                        tracing::warn!(object = %object, error = %error, "reconcile failed")
+                    }
+                    Err(ControllerError::ObjectNotFound(object)) => {
+                        tracing::debug!(object = %object, "object gone before reconcile")
+                    }
+                    Err(error) => tracing::warn!(error = %error, "controller error"),
+                }
+            })
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_caps_and_resets_per_key() {
+        let b = ErrorBackoff::new(Duration::from_secs(1), Duration::from_secs(5));
+        let delays: Vec<_> = (0..5).map(|_| b.next("a").as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 5, 5]);
+        assert_eq!(b.next("b").as_secs(), 1);
+        assert_eq!(b.failures("a"), 5);
+        b.reset("a");
+        assert_eq!(b.failures("a"), 0);
+        assert_eq!(b.next("a").as_secs(), 1);
+        for _ in 0..100 {
+            b.next("c");
+        }
+        assert_eq!(b.next("c").as_secs(), 5);
+    }
+}
