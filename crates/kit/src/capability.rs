@@ -12,7 +12,6 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject, Preconditions, PropagationPolicy};
 use kube::core::Selector;
-use kube::core::object::HasStatus;
 use kube::{Resource, ResourceExt};
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
@@ -251,14 +250,14 @@ impl<T: Writer + ?Sized> WriterExt for T {}
 /// Typed status writes over any [`StatusWriter`].
 pub trait StatusWriterExt: StatusWriter {
     /// Apply `status` as the status of `object` (only its namespace and name are used).
-    fn apply_status<K>(
+    fn apply_status<K, S>(
         &self,
         object: &K,
-        status: &K::Status,
+        status: &S,
     ) -> impl Future<Output = Result<Applied<K>>> + Send
     where
-        K: Kind + HasStatus,
-        K::Status: Serialize + Sync,
+        K: Kind,
+        S: Serialize + Sync,
     {
         async move {
             let status = serde_json::to_value(status)?;
