@@ -1,1 +1,42 @@
 //! Dynamo-compatible CRD types, Grove client types, validation and CRD generation.
+//!
+//! - [`v1beta1`]: `DynamoGraphDeployment` (storage version) and the component spec.
+//! - [`v1alpha1`]: the older `DynamoGraphDeployment` shape, served and converted
+//!   ([`conversion`]).
+//! - [`dcd`], [`scaling_adapter`], [`checkpoint`]: the other Dynamo kinds.
+//! - [`grove`]: client types for Grove's `PodCliqueSet`, `PodClique` and
+//!   `PodCliqueScalingGroup` (installed from Grove's own CRDs, never from these types).
+//! - [`validate()`]: the checks reconcilers run before acting on a spec.
+//! - [`crds()`]: every CRD this operator installs.
+
+pub mod checkpoint;
+pub mod common;
+pub mod conversion;
+pub mod crds;
+pub mod dcd;
+pub mod grove;
+pub mod labels;
+pub mod scaling_adapter;
+mod schema;
+pub mod v1alpha1;
+pub mod v1beta1;
+pub mod validate;
+
+pub use checkpoint::{DynamoCheckpoint, DynamoCheckpointSpec, DynamoCheckpointStatus};
+pub use common::{BackendFramework, ComponentKind, DgdState};
+pub use crds::crds;
+pub use dcd::{
+    DynamoComponentDeployment, DynamoComponentDeploymentSpec, DynamoComponentDeploymentStatus,
+};
+pub use scaling_adapter::{
+    DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentScalingAdapterSpec,
+    DynamoGraphDeploymentScalingAdapterStatus,
+};
+pub use v1beta1::{
+    ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
+    DynamoGraphDeploymentSpec, DynamoGraphDeploymentStatus,
+};
+pub use validate::{InvalidSpec, ValidationContext, Violation, validate};
+
+/// API group of the Dynamo kinds.
+pub const GROUP: &str = "nvidia.com";

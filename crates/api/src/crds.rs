@@ -1,0 +1,252 @@
+//! The CustomResourceDefinitions this operator installs, and how they are generated.
+//!
+//! Schemas are derived from the Rust types (schemars), then made lean: descriptions that come
+//! from embedded Kubernetes core types (pod templates, env vars, probes, conditions) are
+//! removed, ours are kept, so `kubectl explain dgd.spec` stays useful while the CRDs stay well
+//! below etcd's object size limit. CRDs this large must be installed with server-side apply
+//! (client-side `kubectl apply` stores a last-applied annotation, limited to 256 KiB).
+
+use crate::{checkpoint, dcd, scaling_adapter, v1alpha1, v1beta1};
+use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerBehavior, MetricSpec};
+use k8s_openapi::api::core::v1::{
+    ConfigMapKeySelector, Container, EnvVar, PodSpec, PodTemplateSpec, Probe, ResourceClaim,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition, ServiceReference, WebhookClientConfig,
+    WebhookConversion,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResourceExt;
+use kube::core::crd::merge_crds;
+use schemars::JsonSchema;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// Where the apiserver sends ConversionReviews for DynamoGraphDeployment (v1alpha1 ⇄
+/// v1beta1).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConversionWebhookConfig {
+    /// An in-cluster Service (the operator's webhook Service).
+    Service {
+        /// Namespace of the Service.
+        namespace: String,
+        /// Name of the Service.
+        name: String,
+        /// Port of the Service.
+        port: i32,
+        /// PEM CA bundle that signed the webhook's serving certificate.
+        ca_bundle: Option<Vec<u8>>,
+    },
+    /// A URL (out-of-cluster operator, tests).
+    Url {
+        /// `https://host:port` (the path is always [`CONVERSION_PATH`]).
+        base: String,
+        /// PEM CA bundle that signed the webhook's serving certificate.
+        ca_bundle: Option<Vec<u8>>,
+    },
+}
+
+/// HTTP path of the conversion webhook.
+pub const CONVERSION_PATH: &str = "/convert";
+/// Default namespace of the operator's webhook Service.
+pub const DEFAULT_WEBHOOK_NAMESPACE: &str = "dynamo-system";
+/// Default name of the operator's webhook Service.
+pub const DEFAULT_WEBHOOK_SERVICE: &str = "dynamo-operator-webhook";
+
+impl Default for ConversionWebhookConfig {
+    fn default() -> Self {
+        Self::Service {
+            namespace: DEFAULT_WEBHOOK_NAMESPACE.into(),
+            name: DEFAULT_WEBHOOK_SERVICE.into(),
+            port: 443,
+            ca_bundle: None,
+        }
+    }
+}
+
+/// Every CRD this operator installs: DynamoGraphDeployment (v1beta1 storage + v1alpha1, with
+/// the default conversion webhook), DynamoComponentDeployment,
+/// DynamoGraphDeploymentScalingAdapter and DynamoCheckpoint.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    crds_with(&ConversionWebhookConfig::default())
+}
+
+/// [`crds()`] with the DynamoGraphDeployment conversion webhook pointing at `webhook`.
+pub fn crds_with(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinition> {
+    vec![
+        dgd_crd(webhook),
+        lean(dcd::DynamoComponentDeployment::crd()),
+        lean(scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd()),
+        lean(checkpoint::DynamoCheckpoint::crd()),
+    ]
+}
+
+/// The DynamoGraphDeployment CRD: v1beta1 (storage) and v1alpha1, converted by `webhook`.
+pub fn dgd_crd(webhook: &ConversionWebhookConfig) -> CustomResourceDefinition {
+    let mut crd = dgd_crd_without_conversion();
+    crd.spec.conversion = Some(webhook_conversion(webhook));
+    crd
+}
+
+/// The DynamoGraphDeployment CRD with both versions and no conversion strategy (the
+/// apiserver default, `None`). Only useful for inspecting the schemas: with `None` the
+/// apiserver rewrites apiVersion only, which breaks the different v1alpha1 shape.
+pub fn dgd_crd_without_conversion() -> CustomResourceDefinition {
+    let merged = merge_crds(
+        vec![
+            v1alpha1::DynamoGraphDeployment::crd(),
+            v1beta1::DynamoGraphDeployment::crd(),
+        ],
+        "v1beta1",
+    )
+    .expect("the two DynamoGraphDeployment versions merge");
+    lean(merged)
+}
+
+/// A DynamoGraphDeployment CRD serving only v1alpha1, as its storage version. For tests
+/// that check v1alpha1 manifests against the real apiserver without a conversion webhook.
+pub fn dgd_v1alpha1_only_crd() -> CustomResourceDefinition {
+    let mut crd = lean(v1alpha1::DynamoGraphDeployment::crd());
+    for v in &mut crd.spec.versions {
+        v.storage = true;
+        v.deprecated = None;
+        v.deprecation_warning = None;
+    }
+    crd
+}
+
+fn webhook_conversion(webhook: &ConversionWebhookConfig) -> CustomResourceConversion {
+    let client_config = match webhook {
+        ConversionWebhookConfig::Service {
+            namespace,
+            name,
+            port,
+            ca_bundle,
+        } => WebhookClientConfig {
+            ca_bundle: ca_bundle.clone().map(k8s_openapi::ByteString),
+            service: Some(ServiceReference {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                path: Some(CONVERSION_PATH.into()),
+                port: Some(*port),
+            }),
+            url: None,
+        },
+        ConversionWebhookConfig::Url { base, ca_bundle } => WebhookClientConfig {
+            ca_bundle: ca_bundle.clone().map(k8s_openapi::ByteString),
+            service: None,
+            url: Some(format!("{}{CONVERSION_PATH}", base.trim_end_matches('/'))),
+        },
+    };
+    CustomResourceConversion {
+        strategy: "Webhook".into(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(client_config),
+            conversion_review_versions: vec!["v1".into()],
+        }),
+    }
+}
+
+/// The YAML of a CRD, as written to `deploy/crds/`.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> String {
+    let body = serde_yaml::to_string(crd).expect("a CRD serializes to YAML");
+    format!("---\n{body}")
+}
+
+/// File name of a CRD under `deploy/crds/`: `<plural>.<group>.yaml`.
+pub fn file_name(crd: &CustomResourceDefinition) -> String {
+    format!("{}.yaml", crd.metadata.name.as_deref().unwrap_or("unnamed"))
+}
+
+/// Removes the descriptions that come from embedded Kubernetes core types.
+fn lean(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let core = core_descriptions();
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let mut value = serde_json::to_value(&*schema).expect("schema serializes");
+            strip_descriptions(&mut value, &core);
+            *schema = serde_json::from_value(value).expect("schema deserializes");
+        }
+    }
+    crd
+}
+
+fn strip_descriptions(value: &mut Value, core: &BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            match map.get("description").and_then(Value::as_str) {
+                Some(d) if core.contains(d) => {
+                    map.remove("description");
+                }
+                Some(d) => {
+                    let joined = unwrap_lines(d);
+                    map.insert("description".into(), joined.into());
+                }
+                None => {}
+            }
+            map.values_mut()
+                .for_each(|child| strip_descriptions(child, core));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| strip_descriptions(v, core)),
+        _ => {}
+    }
+}
+
+/// Doc comments are wrapped at 100 columns; join wrapped lines, keep paragraph breaks.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n")
+        .map(|para| {
+            para.split('\n')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Every description string of the Kubernetes types our CRDs embed.
+fn core_descriptions() -> BTreeSet<String> {
+    let mut generator = schemars::generate::SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let schemas = [
+        PodTemplateSpec::json_schema(&mut generator),
+        PodSpec::json_schema(&mut generator),
+        Container::json_schema(&mut generator),
+        EnvVar::json_schema(&mut generator),
+        Probe::json_schema(&mut generator),
+        ResourceClaim::json_schema(&mut generator),
+        ConfigMapKeySelector::json_schema(&mut generator),
+        Condition::json_schema(&mut generator),
+        HorizontalPodAutoscalerBehavior::json_schema(&mut generator),
+        MetricSpec::json_schema(&mut generator),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity::json_schema(&mut generator),
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time::json_schema(&mut generator),
+    ];
+    let mut out = BTreeSet::new();
+    for schema in schemas {
+        collect_descriptions(&schema.to_value(), &mut out);
+    }
+    out
+}
+
+fn collect_descriptions(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(d) = map.get("description").and_then(Value::as_str) {
+                out.insert(d.to_string());
+            }
+            map.values().for_each(|v| collect_descriptions(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_descriptions(v, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,90 @@
+//! Well-known `nvidia.com/...` labels, annotations and names that upstream Dynamo reads or
+//! writes. Their values are part of the compatibility contract.
+
+/// Annotation (user): `"false"` opts a DGD out of the Grove pathway.
+pub const ENABLE_GROVE: &str = "nvidia.com/enable-grove";
+/// Annotation (controller): immutable provider record, [`PROVIDER_COMPONENT`] or
+/// [`PROVIDER_GROVE`], written before any other effect.
+pub const WORKLOAD_PROVIDER: &str = "nvidia.com/workload-provider";
+/// Value of [`WORKLOAD_PROVIDER`] for the component (DCD) pathway.
+pub const PROVIDER_COMPONENT: &str = "component";
+/// Value of [`WORKLOAD_PROVIDER`] for the Grove (PodCliqueSet) pathway.
+pub const PROVIDER_GROVE: &str = "grove";
+
+/// Annotation (controller): active worker generation, v1 (alpha-compatible) hash.
+pub const CURRENT_WORKER_HASH: &str = "nvidia.com/current-worker-hash";
+/// Annotation (controller): active worker generation, v2 hash.
+pub const CURRENT_WORKER_HASH_V2: &str = "nvidia.com/current-worker-hash-v2";
+/// Label (controller): worker generation on worker DCDs and pods.
+pub const DYNAMO_WORKER_HASH: &str = "nvidia.com/dynamo-worker-hash";
+/// Sentinel value of [`DYNAMO_WORKER_HASH`] on pre-hash workers.
+pub const WORKER_HASH_LEGACY: &str = "legacy";
+/// Annotation (controller, pod template): restart trigger timestamp.
+pub const RESTART_AT: &str = "nvidia.com/restartAt";
+
+/// Label: name of the owning DynamoGraphDeployment.
+pub const DYNAMO_GRAPH_DEPLOYMENT_NAME: &str = "nvidia.com/dynamo-graph-deployment-name";
+/// Label: component name.
+pub const DYNAMO_COMPONENT: &str = "nvidia.com/dynamo-component";
+/// Label: component type (frontend, worker, prefill, decode, planner, epp).
+pub const DYNAMO_COMPONENT_TYPE: &str = "nvidia.com/dynamo-component-type";
+/// Label: v1alpha1 sub-component type (prefill, decode).
+pub const DYNAMO_SUB_COMPONENT_TYPE: &str = "nvidia.com/dynamo-sub-component-type";
+/// Label: pod selector of a component.
+pub const SELECTOR: &str = "nvidia.com/selector";
+/// Label: Dynamo runtime namespace.
+pub const DYNAMO_NAMESPACE: &str = "nvidia.com/dynamo-namespace";
+/// Label: engine group of Grove PodCliques.
+pub const DYNAMO_ENGINE_GROUP: &str = "nvidia.com/dynamo-engine-group";
+
+/// Annotation (user): `Recreate` selects the recreate rollout strategy.
+pub const DEPLOYMENT_STRATEGY: &str = "nvidia.com/deployment-strategy";
+/// Value of [`DEPLOYMENT_STRATEGY`] for recreate rollouts.
+pub const DEPLOYMENT_STRATEGY_RECREATE: &str = "Recreate";
+/// Annotation (user): max surge of managed rolling updates.
+pub const DEPLOYMENT_ROLLING_UPDATE_MAX_SURGE: &str =
+    "nvidia.com/deployment-rolling-update-max-surge";
+/// Annotation (user): max unavailable of managed rolling updates.
+pub const DEPLOYMENT_ROLLING_UPDATE_MAX_UNAVAILABLE: &str =
+    "nvidia.com/deployment-rolling-update-max-unavailable";
+
+/// Annotation (user): Kubernetes discovery backend on/off.
+pub const DYNAMO_DISCOVERY_BACKEND: &str = "nvidia.com/dynamo-discovery-backend";
+/// Annotation (user): Kubernetes discovery mode (e.g. `container`).
+pub const DYNAMO_KUBE_DISCOVERY_MODE: &str = "nvidia.com/dynamo-kube-discovery-mode";
+/// Annotation (user): KAI scheduler queue.
+pub const KAI_SCHEDULER_QUEUE: &str = "nvidia.com/kai-scheduler-queue";
+/// Annotation (user): vLLM distributed executor backend (`mp`, `ray`).
+pub const VLLM_DISTRIBUTED_EXECUTOR_BACKEND: &str = "nvidia.com/vllm-distributed-executor-backend";
+/// Annotation (user): enable metrics scraping.
+pub const ENABLE_METRICS: &str = "nvidia.com/enable-metrics";
+/// Annotation (defaulting webhook): operator version that admitted the object.
+pub const DYNAMO_OPERATOR_ORIGIN_VERSION: &str = "nvidia.com/dynamo-operator-origin-version";
+
+/// Label/annotation (controller): automatic checkpoint marker.
+pub const DYNAMO_AUTO_CHECKPOINT: &str = "nvidia.com/dynamo-auto-checkpoint";
+/// Annotation (controller): deletion policy of an automatic checkpoint.
+pub const CHECKPOINT_DELETION_POLICY: &str = "nvidia.com/dynamo-checkpoint-deletion-policy";
+/// Annotation (controller): restore-candidate metadata.
+pub const CHECKPOINT_RESTORE_CANDIDATE: &str = "nvidia.com/dynamo-checkpoint-restore-candidate";
+/// Annotation (controller): checkpoint name.
+pub const CHECKPOINT_NAME: &str = "nvidia.com/dynamo-checkpoint-name";
+/// Annotation (controller): checkpoint startup policy.
+pub const CHECKPOINT_STARTUP_POLICY: &str = "nvidia.com/dynamo-checkpoint-startup-policy";
+
+/// ServiceAccount of planner pods.
+pub const PLANNER_SERVICE_ACCOUNT: &str = "planner-serviceaccount";
+/// ServiceAccount of EPP pods.
+pub const EPP_SERVICE_ACCOUNT: &str = "epp-serviceaccount";
+/// Dynamo namespace of components with `globalDynamoNamespace`.
+pub const GLOBAL_DYNAMO_NAMESPACE: &str = "dynamo";
+
+/// The Dynamo runtime namespace of a component: `{namespace}-{dgd name, dots replaced by '-'}`,
+/// or [`GLOBAL_DYNAMO_NAMESPACE`].
+pub fn dynamo_namespace(global: bool, k8s_namespace: &str, dgd_name: &str) -> String {
+    if global {
+        GLOBAL_DYNAMO_NAMESPACE.to_string()
+    } else {
+        format!("{k8s_namespace}-{}", dgd_name.replace('.', "-"))
+    }
+}

@@ -1,0 +1,127 @@
+//! Shared helpers of the api tests: the conformance manifests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// The conformance manifests folder: `$CONFORMANCE_DIR`, or the nearest `shared/conformance`
+/// above this crate.
+pub fn conformance_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .map(|a| a.join("shared/conformance"))
+        .find(|p| p.is_dir())
+        .expect("shared/conformance not found above the crate; set CONFORMANCE_DIR")
+}
+
+/// One YAML document of a manifest file.
+pub struct Manifest {
+    pub path: PathBuf,
+    pub value: serde_json::Value,
+}
+
+impl Manifest {
+    pub fn api_version(&self) -> &str {
+        self.value["apiVersion"].as_str().unwrap_or_default()
+    }
+    pub fn kind(&self) -> &str {
+        self.value["kind"].as_str().unwrap_or_default()
+    }
+    pub fn name(&self) -> &str {
+        self.value["metadata"]["name"].as_str().unwrap_or_default()
+    }
+    pub fn label(&self) -> String {
+        format!("{} ({} {})", self.path.display(), self.kind(), self.name())
+    }
+}
+
+/// Every document of every `*.yaml` file under the conformance folder, except Grove's CRDs.
+pub fn conformance_manifests() -> Vec<Manifest> {
+    let mut files = Vec::new();
+    collect_yaml(&conformance_dir(), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        if path.components().any(|c| c.as_os_str() == "grove-crds") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value: serde_json::Value = serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            if !value.is_null() {
+                out.push(Manifest {
+                    path: path.clone(),
+                    value,
+                });
+            }
+        }
+    }
+    assert!(!out.is_empty(), "no conformance manifests found");
+    out
+}
+
+/// Grove's CRD files.
+pub fn grove_crd_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    collect_yaml(&conformance_dir().join("grove-crds"), &mut files);
+    files.sort();
+    files
+}
+
+fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_yaml(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every leaf of `expected` is present with the same value in `actual` (extra fields in
+/// `actual`, e.g. defaults and server metadata, are fine). Returns the paths that differ.
+pub fn missing_fields(expected: &serde_json::Value, actual: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff("", expected, actual, &mut out);
+    out
+}
+
+fn diff(
+    path: &str,
+    expected: &serde_json::Value,
+    actual: &serde_json::Value,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, v) in e {
+                match a.get(k) {
+                    Some(av) => diff(&format!("{path}.{k}"), v, av, out),
+                    None => out.push(format!("{path}.{k}: missing")),
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                out.push(format!("{path}: {} items, got {}", e.len(), a.len()));
+                return;
+            }
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                diff(&format!("{path}[{i}]"), ev, av, out);
+            }
+        }
+        (e, a) if quantity_eq(e, a) => {}
+        (e, a) => out.push(format!("{path}: expected {e}, got {a}")),
+    }
+}
+
+/// Numbers and strings compare by value (`"1"` written, `"1"` read back); Quantities may be
+/// canonicalised, which is not a loss.
+fn quantity_eq(e: &serde_json::Value, a: &serde_json::Value) -> bool {
+    e == a || (e.is_number() && a.as_str() == Some(&e.to_string()))
+}
