@@ -6,7 +6,8 @@
 //! differs from the newest revision known before it (the cache's, or this writer's own last
 //! result). The API server does not persist a server-side apply that changes nothing, so its
 //! `resourceVersion` stays put and the apply reports `changed: false`. When nothing is known about
-//! the object (an uncached kind), the writer reads it first, live.
+//! the object (an uncached kind), the writer reads it first, live. A write that removes the last
+//! finalizer of an object being deleted (and so deletes it) is always a change.
 //!
 //! # Skipping no-op applies
 //! With a [`Cache`] attached, [`KubeWriter`] issues **no request** for an apply when all hold:
@@ -113,6 +114,12 @@ fn newest(a: Option<String>, b: Option<String>) -> Option<String> {
     }
 }
 
+/// Whether a write removed the last finalizer of an object being deleted. The API server then
+/// deletes the object and answers with its last state, at the revision it had before the write.
+fn finalized(object: &DynamicObject) -> bool {
+    object.metadata.deletion_timestamp.is_some() && object.finalizers().is_empty()
+}
+
 /// The resourceVersion of the object before a write: from the cache when it is authoritative,
 /// else from a live read.
 async fn revision_before(
@@ -207,7 +214,7 @@ impl Writer for KubeWriter {
             .await?;
         strip_managed_fields(&mut applied);
         let after = applied.resource_version();
-        let changed = before.is_none() || before != after;
+        let changed = before.is_none() || before != after || finalized(&applied);
         tracing::debug!(kind = %resource.kind, object = %key(ns, &name), changed, "applied");
         self.memo.lock().expect("memo lock").insert(
             memo_key,
@@ -244,7 +251,7 @@ impl Writer for KubeWriter {
             }
         };
         strip_managed_fields(&mut patched);
-        let changed = before != patched.resource_version();
+        let changed = before != patched.resource_version() || finalized(&patched);
         tracing::debug!(kind = %resource.kind, object = %key(namespace, name), changed, "patched");
         Ok(Applied {
             object: patched,
