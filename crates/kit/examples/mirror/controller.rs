@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
@@ -91,8 +92,12 @@ pub fn render(mirror: &Mirror, source: &ConfigMap) -> ConfigMap {
     }
 }
 
+/// Reconcile attempts so far (a metric).
+pub static RECONCILES: AtomicU64 = AtomicU64::new(0);
+
 /// One reconcile: resolve the source, ensure the copy, report status.
 pub async fn reconcile(mirror: Arc<Mirror>, ctx: Arc<Ctx>) -> Reconciled<MirrorStatus, kit::Error> {
+    RECONCILES.fetch_add(1, Ordering::Relaxed);
     let generation = mirror.metadata.generation.unwrap_or_default();
     let previous = mirror.status.clone().unwrap_or_default();
     let mut out = Outcome::new(MirrorStatus {
