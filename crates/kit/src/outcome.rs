@@ -196,8 +196,10 @@ impl<S, E> Failed<S, E> {
     }
 }
 
-/// What a reconcile function returns.
-pub type Reconciled<S, E> = Result<Outcome<S>, Failed<S, E>>;
+/// What a reconcile function returns. The failure is boxed so the `Result` stays small; `?` on a
+/// `Result<T, Failed<S, E>>` (from [`OrFail::or_fail`]) boxes it, and `Err(failed.into())` does
+/// by hand.
+pub type Reconciled<S, E> = Result<Outcome<S>, Box<Failed<S, E>>>;
 
 /// `?`-friendly failure: `step().await.or_fail(&mut out, generation, "StepFailed")?`.
 pub trait OrFail<T, E> {

@@ -124,11 +124,14 @@ where
 {
     let (outcome, failure): (Outcome<K::Status>, _) = match result {
         Ok(outcome) => (outcome, None),
-        Err(Failed {
-            outcome,
-            error,
-            retry,
-        }) => (outcome, Some((error, retry))),
+        Err(failed) => {
+            let Failed {
+                outcome,
+                error,
+                retry,
+            } = *failed;
+            (outcome, Some((error, retry)))
+        }
     };
     let object_key = key_of(object);
     let desired =
