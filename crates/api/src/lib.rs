@@ -36,7 +36,7 @@ pub use v1beta1::{
     ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
     DynamoGraphDeploymentSpec, DynamoGraphDeploymentStatus,
 };
-pub use validate::{InvalidSpec, ValidationContext, Violation, validate};
+pub use validate::{InvalidSpec, Provider, Rule, ValidationContext, Violation, validate};
 
 /// API group of the Dynamo kinds.
 pub const GROUP: &str = "nvidia.com";

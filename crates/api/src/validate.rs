@@ -1,5 +1,794 @@
-//! placeholder
-pub struct InvalidSpec;
-pub struct ValidationContext;
-pub struct Violation;
-pub fn validate() {}
+//! Validation that needs more than one field, or knowledge of the cluster: the third layer,
+//! after the OpenAPI schema and the CEL rules the apiserver enforces.
+//!
+//! Reconcilers call [`validate()`] at the start of every reconcile. A failure is an
+//! [`InvalidSpec`] listing every violation with its field path and rule; the caller sets
+//! `Ready=False`, reason [`REASON_INVALID_SPEC`], with [`InvalidSpec`]'s message.
+//!
+//! The rules are exposed through [`garde::Validate`] (with [`ValidationContext`] as context), so
+//! a `garde::Report` with exact paths is available too; [`InvalidSpec`] adds a stable rule code
+//! per violation.
+
+use crate::checkpoint::DynamoCheckpointSpec;
+use crate::dcd::DynamoComponentDeployment;
+use crate::labels;
+use crate::scaling_adapter::DynamoGraphDeploymentScalingAdapter;
+use crate::v1beta1::{
+    ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
+    DynamoGraphDeploymentSpec, GpuMemoryServiceMode, MAIN_CONTAINER_NAME, ROLE_LEADER, ROLE_WORKER,
+};
+use crate::{DynamoCheckpoint, common::RestartStrategyType};
+use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Condition reason reconcilers set (with `Ready=False`) when [`validate()`] fails.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+
+/// The workload pathway a DynamoGraphDeployment uses (the `nvidia.com/workload-provider`
+/// record).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// DynamoComponentDeployments (Deployments, LeaderWorkerSets).
+    Component,
+    /// One Grove PodCliqueSet.
+    Grove,
+}
+
+impl Provider {
+    /// Parses the `nvidia.com/workload-provider` annotation value.
+    pub fn from_annotation(value: &str) -> Option<Self> {
+        match value {
+            labels::PROVIDER_COMPONENT => Some(Self::Component),
+            labels::PROVIDER_GROVE => Some(Self::Grove),
+            _ => None,
+        }
+    }
+}
+
+/// What validation knows beyond the object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidationContext {
+    /// The selected pathway; `None` when not decided yet (pathway-specific rules are skipped).
+    pub provider: Option<Provider>,
+}
+
+impl ValidationContext {
+    /// The context recorded on the object: the provider annotation, if any.
+    pub fn of(dgd: &DynamoGraphDeployment) -> Self {
+        let provider = dgd
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(labels::WORKLOAD_PROVIDER))
+            .and_then(|v| Provider::from_annotation(v));
+        Self { provider }
+    }
+}
+
+/// The rule a violation breaks. [`Rule::code`] is stable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Component names are unique, case-insensitively.
+    DuplicateComponentName,
+    /// At most one component has type epp.
+    MultipleEpp,
+    /// The pod template has a container named main.
+    MainContainerRequired,
+    /// The main container has an image.
+    MainContainerImage,
+    /// Positive replicas are at least minAvailable.
+    ReplicasBelowMinAvailable,
+    /// Fields that only the Grove pathway supports.
+    GroveOnly,
+    /// frontendSidecar names a container of the pod template.
+    FrontendSidecarContainer,
+    /// dynamoSidecar names a restartable init container, on a worker-class component without
+    /// multinode, checkpoint, GMS or failover.
+    DynamoSidecar,
+    /// multinode is only for worker, prefill and decode components.
+    MultinodeComponentType,
+    /// roles of a multinode component: one leader (1 replica), one worker (nodeCount-1).
+    Roles,
+    /// failover needs gpuMemoryService with the same mode.
+    Failover,
+    /// Container names referenced by GMS and checkpoint settings exist.
+    ContainerReference,
+    /// eppConfig only with type epp.
+    EppConfigType,
+    /// A component topology constraint needs spec.topologyConstraint.
+    TopologyInheritance,
+    /// restart.strategy.order lists the components exactly once (sequential only).
+    RestartOrder,
+    /// Component groups reference existing components, each at most once.
+    ComponentGroupMembers,
+    /// Exactly one of job and capture.
+    CheckpointJob,
+    /// A reference to a component of the graph resolves.
+    UnknownComponent,
+}
+
+impl Rule {
+    /// Stable identifier of the rule.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::DuplicateComponentName => "duplicate-component-name",
+            Self::MultipleEpp => "multiple-epp",
+            Self::MainContainerRequired => "main-container-required",
+            Self::MainContainerImage => "main-container-image",
+            Self::ReplicasBelowMinAvailable => "replicas-below-min-available",
+            Self::GroveOnly => "grove-only",
+            Self::FrontendSidecarContainer => "frontend-sidecar-container",
+            Self::DynamoSidecar => "dynamo-sidecar",
+            Self::MultinodeComponentType => "multinode-component-type",
+            Self::Roles => "roles",
+            Self::Failover => "failover",
+            Self::ContainerReference => "container-reference",
+            Self::EppConfigType => "epp-config-type",
+            Self::TopologyInheritance => "topology-inheritance",
+            Self::RestartOrder => "restart-order",
+            Self::ComponentGroupMembers => "component-group-members",
+            Self::CheckpointJob => "checkpoint-job",
+            Self::UnknownComponent => "unknown-component",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Path of the offending field from the object root, e.g. `spec.components[1].replicas`.
+    pub field: String,
+    /// The rule.
+    pub rule: Rule,
+    /// What is wrong, e.g. `must be ≥ minAvailable (2)`.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// A spec that must not be acted on. Displays as `field: message; field: message`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct InvalidSpec {
+    /// Every violation, in field order.
+    pub violations: Vec<Violation>,
+}
+
+impl fmt::Display for InvalidSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self.violations.iter().map(ToString::to_string).collect();
+        f.write_str(&parts.join("; "))
+    }
+}
+
+impl InvalidSpec {
+    /// The reason for the Ready condition.
+    pub fn reason(&self) -> &'static str {
+        REASON_INVALID_SPEC
+    }
+}
+
+/// Validates a DynamoGraphDeployment with the context recorded on it
+/// ([`ValidationContext::of`]).
+pub fn validate(dgd: &DynamoGraphDeployment) -> Result<(), InvalidSpec> {
+    validate_with(dgd, &ValidationContext::of(dgd))
+}
+
+/// Validates a DynamoGraphDeployment with an explicit context.
+pub fn validate_with(
+    dgd: &DynamoGraphDeployment,
+    ctx: &ValidationContext,
+) -> Result<(), InvalidSpec> {
+    let mut v = Collector::new("spec");
+    graph_spec(&dgd.spec, ctx, &mut v);
+    v.finish()
+}
+
+/// Validates a DynamoComponentDeployment (component pathway rules).
+pub fn validate_dcd(dcd: &DynamoComponentDeployment) -> Result<(), InvalidSpec> {
+    let ctx = ValidationContext {
+        provider: Some(Provider::Component),
+    };
+    let mut v = Collector::new("spec");
+    component(&dcd.spec.component, &ctx, None, &mut v);
+    v.finish()
+}
+
+/// Validates a DynamoGraphDeploymentScalingAdapter against its target graph: the component
+/// must exist.
+pub fn validate_scaling_adapter(
+    adapter: &DynamoGraphDeploymentScalingAdapter,
+    dgd: &DynamoGraphDeployment,
+) -> Result<(), InvalidSpec> {
+    let mut v = Collector::new("spec");
+    let target = &adapter.spec.dgd_ref.component_name;
+    if dgd.spec.component(target).is_none() {
+        v.at(&[Seg::Key("dgdRef"), Seg::Key("componentName")]).push(
+            Rule::UnknownComponent,
+            format!(
+                "component {target} not found in DynamoGraphDeployment {}",
+                adapter.spec.dgd_ref.name
+            ),
+        );
+    }
+    v.finish()
+}
+
+/// Validates a DynamoCheckpoint.
+pub fn validate_checkpoint(ckpt: &DynamoCheckpoint) -> Result<(), InvalidSpec> {
+    let mut v = Collector::new("spec");
+    checkpoint_spec(&ckpt.spec, &mut v);
+    v.finish()
+}
+
+fn checkpoint_spec(spec: &DynamoCheckpointSpec, v: &mut Collector) {
+    let (field, job) = match (&spec.job, &spec.capture) {
+        (Some(job), None) => ("job", job),
+        (None, Some(job)) => ("capture", job),
+        (Some(_), Some(_)) => {
+            v.at(&[Seg::Key("capture")])
+                .push(Rule::CheckpointJob, "must not be set together with job");
+            return;
+        }
+        (None, None) => {
+            v.at(&[Seg::Key("job")])
+                .push(Rule::CheckpointJob, "is required");
+            return;
+        }
+    };
+    let target = job
+        .target_container_name
+        .as_deref()
+        .unwrap_or(MAIN_CONTAINER_NAME);
+    if find_container(Some(&job.pod_template_spec), target).is_none() {
+        v.at(&[Seg::Key(field), Seg::Key("targetContainerName")])
+            .push(
+                Rule::ContainerReference,
+                format!("container {target} not found in podTemplateSpec.spec.containers"),
+            );
+    }
+}
+
+// --- the DGD rules -----------------------------------------------------------------------
+
+fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut Collector) {
+    // Names and epp count (also CEL; repeated so that objects built in code are checked).
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut epp: Option<usize> = None;
+    for (i, c) in spec.components.iter().enumerate() {
+        let key = c.name.to_ascii_lowercase();
+        if let Some(first) = seen.get(&key) {
+            v.at(&[Seg::Key("components"), Seg::Index(i), Seg::Key("name")])
+                .push(
+                    Rule::DuplicateComponentName,
+                    format!(
+                        "duplicates components[{first}].name ({}), case-insensitively",
+                        spec.components[*first].name
+                    ),
+                );
+        } else {
+            seen.insert(key, i);
+        }
+        if c.r#type == Some(ComponentType::Epp) {
+            if let Some(first) = epp {
+                v.at(&[Seg::Key("components"), Seg::Index(i), Seg::Key("type")])
+                    .push(
+                        Rule::MultipleEpp,
+                        format!(
+                            "at most one component may have type epp (components[{first}] has it)"
+                        ),
+                    );
+            } else {
+                epp = Some(i);
+            }
+        }
+    }
+
+    for (i, c) in spec.components.iter().enumerate() {
+        let mut at = v.nested(&[Seg::Key("components"), Seg::Index(i)]);
+        component(c, ctx, Some(spec), &mut at);
+        v.absorb(at);
+    }
+
+    if ctx.provider == Some(Provider::Component) {
+        if spec.priority_class_name.is_some() {
+            v.at(&[Seg::Key("priorityClassName")])
+                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
+        }
+        if spec
+            .experimental
+            .as_ref()
+            .is_some_and(|e| !e.component_groups.is_empty())
+        {
+            v.at(&[Seg::Key("experimental"), Seg::Key("componentGroups")])
+                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
+        }
+    }
+
+    if let Some(strategy) = spec.restart.as_ref().and_then(|r| r.strategy.as_ref()) {
+        let order_path = [Seg::Key("restart"), Seg::Key("strategy"), Seg::Key("order")];
+        if strategy.r#type == Some(RestartStrategyType::Parallel) {
+            if !strategy.order.is_empty() {
+                v.at(&order_path)
+                    .push(Rule::RestartOrder, "must not be set for parallel restarts");
+            }
+        } else if !strategy.order.is_empty() {
+            let mut listed: BTreeMap<&str, usize> = BTreeMap::new();
+            for (k, name) in strategy.order.iter().enumerate() {
+                let path = [order_path.as_slice(), &[Seg::Index(k)]].concat();
+                if spec.component(name).is_none() {
+                    v.at(&path)
+                        .push(Rule::RestartOrder, format!("unknown component {name}"));
+                } else if let Some(first) = listed.insert(name, k) {
+                    v.at(&path).push(
+                        Rule::RestartOrder,
+                        format!("duplicates order[{first}] ({name})"),
+                    );
+                }
+            }
+            let missing: Vec<&str> = spec
+                .components
+                .iter()
+                .map(|c| c.name.as_str())
+                .filter(|n| !listed.contains_key(n))
+                .collect();
+            if !missing.is_empty() {
+                v.at(&order_path).push(
+                    Rule::RestartOrder,
+                    format!(
+                        "must list every component (missing: {})",
+                        missing.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+
+    if let Some(experimental) = &spec.experimental {
+        let mut member_of: BTreeMap<&str, &str> = BTreeMap::new();
+        for (g, group) in experimental.component_groups.iter().enumerate() {
+            for (k, member) in group.components.iter().enumerate() {
+                let path = [
+                    Seg::Key("experimental"),
+                    Seg::Key("componentGroups"),
+                    Seg::Index(g),
+                    Seg::Key("components"),
+                    Seg::Index(k),
+                    Seg::Key("name"),
+                ];
+                if spec.component(&member.name).is_none() {
+                    v.at(&path).push(
+                        Rule::ComponentGroupMembers,
+                        format!("unknown component {}", member.name),
+                    );
+                } else if let Some(other) = member_of.insert(&member.name, &group.name) {
+                    v.at(&path).push(
+                        Rule::ComponentGroupMembers,
+                        format!("component {} is already in group {other}", member.name),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn component(
+    c: &DynamoComponentDeploymentSharedSpec,
+    ctx: &ValidationContext,
+    graph: Option<&DynamoGraphDeploymentSpec>,
+    v: &mut Collector,
+) {
+    let pod = c.pod_template.as_ref();
+    let containers = pod
+        .and_then(|p| p.spec.as_ref())
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default();
+
+    // The main container (upstream's admission rule for new components).
+    match containers
+        .iter()
+        .position(|k| k.name == MAIN_CONTAINER_NAME)
+    {
+        None => v
+            .at(&[
+                Seg::Key("podTemplate"),
+                Seg::Key("spec"),
+                Seg::Key("containers"),
+            ])
+            .push(
+                Rule::MainContainerRequired,
+                "must include a container named main",
+            ),
+        Some(j) => {
+            if containers[j].image.as_deref().is_none_or(str::is_empty) {
+                v.at(&[
+                    Seg::Key("podTemplate"),
+                    Seg::Key("spec"),
+                    Seg::Key("containers"),
+                    Seg::Index(j),
+                    Seg::Key("image"),
+                ])
+                .push(Rule::MainContainerImage, "must not be empty");
+            }
+        }
+    }
+
+    // minAvailable ≤ replicas (replicas 0 is scale-to-zero).
+    if let Some(min) = c.min_available {
+        let replicas = c.replicas.unwrap_or(1);
+        if replicas != 0 && replicas < min {
+            if c.replicas.is_some() {
+                v.at(&[Seg::Key("replicas")]).push(
+                    Rule::ReplicasBelowMinAvailable,
+                    format!("must be ≥ minAvailable ({min})"),
+                );
+            } else {
+                v.at(&[Seg::Key("minAvailable")]).push(
+                    Rule::ReplicasBelowMinAvailable,
+                    format!("must be ≤ replicas (1 when unset), got {min}"),
+                );
+            }
+        }
+        if ctx.provider == Some(Provider::Component) {
+            v.at(&[Seg::Key("minAvailable")])
+                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
+        }
+    }
+    if ctx.provider == Some(Provider::Component) && c.is_grove_scaling_group_forced() {
+        v.at(&[
+            Seg::Key("experimental"),
+            Seg::Key("grove"),
+            Seg::Key("forceScalingGroup"),
+        ])
+        .push(Rule::GroveOnly, "is only supported on the Grove pathway");
+    }
+
+    if c.epp_config.is_some() && c.r#type != Some(ComponentType::Epp) {
+        v.at(&[Seg::Key("eppConfig")])
+            .push(Rule::EppConfigType, "may only be set when type is epp");
+    }
+
+    if let Some(name) = &c.frontend_sidecar
+        && !containers.iter().any(|k| &k.name == name)
+    {
+        v.at(&[Seg::Key("frontendSidecar")]).push(
+            Rule::FrontendSidecarContainer,
+            format!("container {name} not found in podTemplate.spec.containers"),
+        );
+    }
+
+    let worker_class = c.r#type.is_none_or(ComponentType::is_worker);
+    if let Some(name) = &c.dynamo_sidecar {
+        let path = [Seg::Key("dynamoSidecar")];
+        let init = pod
+            .and_then(|p| p.spec.as_ref())
+            .and_then(|s| s.init_containers.as_ref())
+            .and_then(|inits| inits.iter().find(|k| &k.name == name));
+        let experimental = c.experimental.as_ref();
+        if !worker_class {
+            v.at(&path).push(
+                Rule::DynamoSidecar,
+                "is only supported for worker, prefill and decode components",
+            );
+        } else if init.is_none_or(|k| k.restart_policy.as_deref() != Some("Always")) {
+            v.at(&path).push(
+                Rule::DynamoSidecar,
+                format!("must name an init container with restartPolicy Always (no such init container {name})"),
+            );
+        } else if c.multinode.is_some() {
+            v.at(&path)
+                .push(Rule::DynamoSidecar, "cannot be combined with multinode");
+        } else if experimental.is_some_and(|e| e.checkpoint.as_ref().is_some_and(|k| k.enabled)) {
+            v.at(&path).push(
+                Rule::DynamoSidecar,
+                "cannot be combined with experimental.checkpoint",
+            );
+        } else if experimental
+            .is_some_and(|e| e.gpu_memory_service.is_some() || e.failover.is_some())
+        {
+            v.at(&path).push(
+                Rule::DynamoSidecar,
+                "cannot be combined with experimental.gpuMemoryService or failover",
+            );
+        }
+    }
+
+    if c.multinode.is_some() && !worker_class {
+        v.at(&[Seg::Key("multinode")]).push(
+            Rule::MultinodeComponentType,
+            "is only supported for worker, prefill and decode components",
+        );
+    }
+
+    if !c.roles.is_empty() {
+        match &c.multinode {
+            None => v
+                .at(&[Seg::Key("roles")])
+                .push(Rule::Roles, "requires multinode"),
+            Some(m) => {
+                let count = |n: &str| c.roles.iter().filter(|r| r.name == n).count();
+                if count(ROLE_LEADER) != 1 || count(ROLE_WORKER) != 1 || c.roles.len() != 2 {
+                    v.at(&[Seg::Key("roles")]).push(
+                        Rule::Roles,
+                        "must contain exactly one leader and one worker role",
+                    );
+                }
+                for (k, role) in c.roles.iter().enumerate() {
+                    let want = match role.name.as_str() {
+                        ROLE_LEADER => 1,
+                        ROLE_WORKER => m.node_count - 1,
+                        _ => continue,
+                    };
+                    if let Some(got) = role.replicas
+                        && got != want
+                    {
+                        v.at(&[Seg::Key("roles"), Seg::Index(k), Seg::Key("replicas")])
+                            .push(
+                                Rule::Roles,
+                                format!("must be {want} for role {}", role.name),
+                            );
+                    }
+                    if role.pod_template.is_some() {
+                        v.at(&[Seg::Key("roles"), Seg::Index(k), Seg::Key("podTemplate")])
+                            .push(Rule::Roles, "is not supported by any component type yet");
+                    }
+                }
+            }
+        }
+    }
+
+    if let Some(experimental) = &c.experimental {
+        let exp = Seg::Key("experimental");
+        let gms = experimental.gpu_memory_service.as_ref();
+        let mode_of = |m: Option<GpuMemoryServiceMode>| m.unwrap_or(GpuMemoryServiceMode::IntraPod);
+        if let Some(failover) = &experimental.failover {
+            match gms {
+                None => v
+                    .at(&[exp, Seg::Key("failover")])
+                    .push(Rule::Failover, "requires experimental.gpuMemoryService"),
+                Some(g) if mode_of(g.mode) != mode_of(failover.mode) => {
+                    v.at(&[exp, Seg::Key("failover"), Seg::Key("mode")]).push(
+                        Rule::Failover,
+                        format!("must match gpuMemoryService.mode ({:?})", mode_of(g.mode)),
+                    )
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(g) = gms {
+            for (k, name) in g.extra_client_containers.iter().enumerate() {
+                if !containers.iter().any(|c| &c.name == name) {
+                    v.at(&[
+                        exp,
+                        Seg::Key("gpuMemoryService"),
+                        Seg::Key("extraClientContainers"),
+                        Seg::Index(k),
+                    ])
+                    .push(
+                        Rule::ContainerReference,
+                        format!("container {name} not found in podTemplate.spec.containers"),
+                    );
+                }
+            }
+        }
+        if let Some(ckpt) = &experimental.checkpoint {
+            let target = ckpt
+                .target_container_name
+                .as_deref()
+                .unwrap_or(MAIN_CONTAINER_NAME);
+            if ckpt.enabled && !containers.iter().any(|c| c.name == target) {
+                v.at(&[exp, Seg::Key("checkpoint"), Seg::Key("targetContainerName")])
+                    .push(
+                        Rule::ContainerReference,
+                        format!("container {target} not found in podTemplate.spec.containers"),
+                    );
+            }
+            if ckpt
+                .job
+                .as_ref()
+                .is_some_and(|j| !j.gms_client_containers.is_empty())
+                && gms.is_none()
+            {
+                v.at(&[
+                    exp,
+                    Seg::Key("checkpoint"),
+                    Seg::Key("job"),
+                    Seg::Key("gmsClientContainers"),
+                ])
+                .push(
+                    Rule::ContainerReference,
+                    "requires experimental.gpuMemoryService",
+                );
+            }
+        }
+    }
+
+    if let Some(graph) = graph
+        && c.topology_constraint.is_some()
+        && graph.topology_constraint.is_none()
+    {
+        v.at(&[Seg::Key("topologyConstraint")]).push(
+            Rule::TopologyInheritance,
+            "requires spec.topologyConstraint (the clusterTopologyName it inherits)",
+        );
+    }
+}
+
+fn find_container<'a>(pod: Option<&'a PodTemplateSpec>, name: &str) -> Option<&'a Container> {
+    pod?.spec
+        .as_ref()?
+        .containers
+        .iter()
+        .find(|c| c.name == name)
+}
+
+// --- paths and collection ----------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+struct Entry {
+    path: Vec<Seg>,
+    rule: Rule,
+    message: String,
+}
+
+struct Collector {
+    root: &'static str,
+    prefix: Vec<Seg>,
+    entries: Vec<Entry>,
+}
+
+struct At<'a> {
+    collector: &'a mut Collector,
+    path: Vec<Seg>,
+}
+
+impl At<'_> {
+    fn push(self, rule: Rule, message: impl Into<String>) {
+        self.collector.entries.push(Entry {
+            path: self.path,
+            rule,
+            message: message.into(),
+        });
+    }
+}
+
+impl Collector {
+    fn new(root: &'static str) -> Self {
+        Self {
+            root,
+            prefix: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn at(&mut self, segs: &[Seg]) -> At<'_> {
+        let path = [self.prefix.as_slice(), segs].concat();
+        At {
+            collector: self,
+            path,
+        }
+    }
+
+    fn nested(&self, segs: &[Seg]) -> Collector {
+        Collector {
+            root: self.root,
+            prefix: [self.prefix.as_slice(), segs].concat(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn absorb(&mut self, other: Collector) {
+        self.entries.extend(other.entries);
+    }
+
+    fn violations(&self) -> Vec<Violation> {
+        self.entries
+            .iter()
+            .map(|e| Violation {
+                field: render(self.root, &e.path),
+                rule: e.rule,
+                message: e.message.clone(),
+            })
+            .collect()
+    }
+
+    fn finish(self) -> Result<(), InvalidSpec> {
+        let violations = self.violations();
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidSpec { violations })
+        }
+    }
+
+    fn into_report(self, parent: &mut dyn FnMut() -> garde::Path, report: &mut garde::Report) {
+        for e in self.entries {
+            let mut path = parent();
+            for seg in &e.path {
+                path = match seg {
+                    Seg::Key(k) => path.join(*k),
+                    Seg::Index(i) => path.join(*i),
+                };
+            }
+            report.append(path, garde::Error::new(e.message));
+        }
+    }
+}
+
+fn render(root: &str, path: &[Seg]) -> String {
+    let mut out = root.to_string();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+// --- garde ---------------------------------------------------------------------------------
+
+impl garde::Validate for DynamoGraphDeploymentSpec {
+    type Context = ValidationContext;
+
+    fn validate_into(
+        &self,
+        ctx: &Self::Context,
+        parent: &mut dyn FnMut() -> garde::Path,
+        report: &mut garde::Report,
+    ) {
+        let mut v = Collector::new("");
+        graph_spec(self, ctx, &mut v);
+        v.into_report(parent, report);
+    }
+}
+
+impl garde::Validate for DynamoComponentDeploymentSharedSpec {
+    type Context = ValidationContext;
+
+    fn validate_into(
+        &self,
+        ctx: &Self::Context,
+        parent: &mut dyn FnMut() -> garde::Path,
+        report: &mut garde::Report,
+    ) {
+        let mut v = Collector::new("");
+        component(self, ctx, None, &mut v);
+        v.into_report(parent, report);
+    }
+}
+
+impl garde::Validate for DynamoCheckpointSpec {
+    type Context = ();
+
+    fn validate_into(
+        &self,
+        _: &(),
+        parent: &mut dyn FnMut() -> garde::Path,
+        report: &mut garde::Report,
+    ) {
+        let mut v = Collector::new("");
+        checkpoint_spec(self, &mut v);
+        v.into_report(parent, report);
+    }
+}
