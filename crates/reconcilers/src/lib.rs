@@ -1,1 +1,5 @@
-//! Concrete shared DynamoGraphDeployment reconcilers, one module per resource family.
+//! Concrete shared DynamoGraphDeployment reconcilers, one module per resource family. Both
+//! workload programs nest them; each owns one family, takes only the capabilities it uses, and
+//! returns data (status fragments, queued events) instead of writing status.
+
+pub mod naming;
