@@ -18,6 +18,7 @@ pub mod grove;
 pub mod labels;
 pub mod scaling_adapter;
 mod schema;
+mod status;
 pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validate;
