@@ -119,22 +119,38 @@ pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, Conve
         what: what.to_string(),
         source: e,
     };
+    // The apiserver also converts partial objects (e.g. the fields one field manager owns,
+    // such as only `status`); what is absent stays absent.
+    let has_spec = object.get("spec").is_some_and(|s| !s.is_null());
+    let has_metadata = object.get("metadata").is_some();
+    let mut input = object.clone();
+    if !has_spec {
+        input["spec"] = serde_json::json!({});
+    }
     let mut out = match (from.as_str(), desired_api_version) {
         (f, t) if f == t && (f == V1ALPHA1 || f == V1BETA1) => return Ok(object.clone()),
         (V1ALPHA1, V1BETA1) => {
             let src: a::DynamoGraphDeployment =
-                serde_json::from_value(object.clone()).map_err(|e| decode(V1ALPHA1, e))?;
+                serde_json::from_value(input).map_err(|e| decode(V1ALPHA1, e))?;
             serde_json::to_value(to_v1beta1(&src)).map_err(|e| decode(V1BETA1, e))?
         }
         (V1BETA1, V1ALPHA1) => {
             let src: b::DynamoGraphDeployment =
-                serde_json::from_value(object.clone()).map_err(|e| decode(V1BETA1, e))?;
+                serde_json::from_value(input).map_err(|e| decode(V1BETA1, e))?;
             serde_json::to_value(to_v1alpha1(&src)).map_err(|e| decode(V1ALPHA1, e))?
         }
         _ => return Err(unsupported()),
     };
     out["apiVersion"] = desired_api_version.into();
     out["kind"] = "DynamoGraphDeployment".into();
+    if let Some(map) = out.as_object_mut() {
+        if !has_spec {
+            map.remove("spec");
+        }
+        if !has_metadata {
+            map.remove("metadata");
+        }
+    }
     Ok(out)
 }
 

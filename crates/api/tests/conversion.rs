@@ -214,3 +214,20 @@ fn review_fails_cleanly_on_unknown_versions() {
     assert_eq!(out["response"]["uid"], "7");
     assert_eq!(out["response"]["result"]["status"], "Failure");
 }
+
+#[test]
+fn partial_objects_convert_without_inventing_a_spec() {
+    // The apiserver converts the fields one manager owns, e.g. only the status.
+    let object = json!({
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "g"},
+        "status": {"state": "pending", "components": {"worker": {"componentKind": "Deployment", "replicas": 1, "updatedReplicas": 1}}}
+    });
+    let alpha = convert(&object, "nvidia.com/v1alpha1").unwrap();
+    assert!(alpha.get("spec").is_none(), "{alpha}");
+    assert_eq!(alpha["status"]["services"]["worker"]["replicas"], 1);
+    let back = convert(&alpha, "nvidia.com/v1beta1").unwrap();
+    assert!(back.get("spec").is_none(), "{back}");
+    assert_eq!(back["status"], object["status"]);
+}
