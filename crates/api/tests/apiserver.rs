@@ -184,3 +184,83 @@ async fn kubectl_explain_shows_our_descriptions() {
     let dgdsa = explain("dgdsa.spec.dgdRef");
     assert!(dgdsa.contains("componentName"), "{dgdsa}");
 }
+
+/// The bad-input corpus against the apiserver: schema and CEL cases are rejected with the
+/// expected field and message; garde cases are accepted by the apiserver (server-side dry-run)
+/// and stopped by `api::validate` on the object the apiserver returns.
+#[tokio::test]
+async fn bad_input_corpus_is_stopped_at_the_declared_layer() {
+    let cp = control_plane().await;
+    let ns = cp.namespace().await;
+    let mut failures = Vec::new();
+    for c in common::bad_input_cases() {
+        let (before, input) = c.docs.split_at(c.docs.len() - 1);
+        let input = &input[0];
+        let api = |v: &serde_json::Value| {
+            dynamic_api(
+                ns.client(),
+                ns.name(),
+                v["apiVersion"].as_str().unwrap(),
+                v["kind"].as_str().unwrap(),
+            )
+        };
+        let name = |v: &serde_json::Value| v["metadata"]["name"].as_str().unwrap().to_string();
+        for doc in before {
+            if let Err(e) = api(doc)
+                .patch(
+                    &name(doc),
+                    &PatchParams::apply("corpus").force(),
+                    &Patch::Apply(doc),
+                )
+                .await
+            {
+                failures.push(format!("{}: first document rejected: {e}", c.file));
+            }
+        }
+        // A new object is created (dry-run), an existing one updated by server-side apply
+        // (dry-run): both report in the apiserver's usual `field: reason` form.
+        let result = if before.is_empty() {
+            let object: DynamicObject = serde_json::from_value(input.clone()).unwrap();
+            let pp = kube::api::PostParams {
+                dry_run: true,
+                field_manager: Some("corpus".into()),
+            };
+            api(input).create(&pp, &object).await
+        } else {
+            let pp = PatchParams::apply("corpus").force().dry_run();
+            api(input)
+                .patch(&name(input), &pp, &Patch::Apply(input))
+                .await
+        };
+        match (c.layer.as_str(), result) {
+            ("garde", Ok(accepted)) => {
+                let accepted = serde_json::to_value(accepted).unwrap();
+                match common::garde_layer(&accepted) {
+                    Ok(Err(e))
+                        if e.violations
+                            .iter()
+                            .any(|v| v.field == c.field && v.message == c.expect) => {}
+                    other => {
+                        failures.push(format!("{}: accepted, but garde says {other:?}", c.file))
+                    }
+                }
+            }
+            ("garde", Err(e)) => failures.push(format!(
+                "{}: garde case rejected by the apiserver: {e}",
+                c.file
+            )),
+            (_, Ok(_)) => failures.push(format!(
+                "{}: {} case accepted by the apiserver",
+                c.file, c.layer
+            )),
+            (_, Err(kube::Error::Api(status))) => {
+                let message = status.message.clone();
+                if !(message.contains(&c.field) && message.contains(&c.expect)) {
+                    failures.push(format!("{}: rejected, but with: {message}", c.file));
+                }
+            }
+            (_, Err(e)) => failures.push(format!("{}: {e}", c.file)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

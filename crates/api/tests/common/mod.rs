@@ -125,3 +125,87 @@ fn diff(
 fn quantity_eq(e: &serde_json::Value, a: &serde_json::Value) -> bool {
     e == a || (e.is_number() && a.as_str() == Some(&e.to_string()))
 }
+
+/// One case of the bad-input corpus (`tests/bad-input/*.yaml`).
+///
+/// Header lines: `# layer: schema|cel|garde`, `# field: <path>`, `# expect: <message>`,
+/// optionally `# rule: <garde rule code>` and `# note: ...`. With several documents, all but the
+/// last are created first (and must be accepted); the last one is the bad input.
+pub struct BadCase {
+    pub file: String,
+    pub layer: String,
+    pub field: String,
+    pub expect: String,
+    pub rule: Option<String>,
+    pub docs: Vec<serde_json::Value>,
+}
+
+pub fn bad_input_cases() -> Vec<BadCase> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad-input");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let header = |key: &str| {
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("# "))
+                    .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+                    .map(str::to_string)
+            };
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            let docs = serde_yaml::Deserializer::from_str(&text)
+                .map(|d| serde::Deserialize::deserialize(d).unwrap())
+                .filter(|v: &serde_json::Value| !v.is_null())
+                .collect();
+            BadCase {
+                layer: header("layer").unwrap_or_else(|| panic!("{file}: no layer")),
+                field: header("field").unwrap_or_else(|| panic!("{file}: no field")),
+                expect: header("expect").unwrap_or_else(|| panic!("{file}: no expect")),
+                rule: header("rule"),
+                docs,
+                file,
+            }
+        })
+        .collect()
+}
+
+impl BadCase {
+    pub fn input(&self) -> &serde_json::Value {
+        self.docs.last().unwrap()
+    }
+}
+
+/// Runs the garde layer on a decoded object of any of our kinds.
+pub fn garde_layer(value: &serde_json::Value) -> Result<Result<(), api::InvalidSpec>, String> {
+    let kind = value["kind"].as_str().unwrap_or_default();
+    let version = value["apiVersion"].as_str().unwrap_or_default();
+    let decode_err = |e: serde_json::Error| e.to_string();
+    Ok(match (version, kind) {
+        ("nvidia.com/v1beta1", "DynamoGraphDeployment") => {
+            api::validate(&serde_json::from_value(value.clone()).map_err(decode_err)?)
+        }
+        ("nvidia.com/v1alpha1", "DynamoGraphDeployment") => {
+            let alpha: api::v1alpha1::DynamoGraphDeployment =
+                serde_json::from_value(value.clone()).map_err(decode_err)?;
+            api::validate(&api::conversion::to_v1beta1(&alpha))
+        }
+        ("nvidia.com/v1beta1", "DynamoComponentDeployment") => {
+            api::validate::validate_dcd(&serde_json::from_value(value.clone()).map_err(decode_err)?)
+        }
+        ("nvidia.com/v1alpha1", "DynamoCheckpoint") => api::validate::validate_checkpoint(
+            &serde_json::from_value(value.clone()).map_err(decode_err)?,
+        ),
+        ("nvidia.com/v1beta1", "DynamoGraphDeploymentScalingAdapter") => {
+            let _: api::DynamoGraphDeploymentScalingAdapter =
+                serde_json::from_value(value.clone()).map_err(decode_err)?;
+            Ok(())
+        }
+        _ => return Err(format!("unknown kind {version} {kind}")),
+    })
+}
