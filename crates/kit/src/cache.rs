@@ -4,7 +4,8 @@
 //! [`Cache::subscribe`] hands out trigger streams for `Controller::for_shared_stream` /
 //! `owns_shared_stream` / `watches_shared_stream` (or use [`Cache::controller`]); [`Cache::run`]
 //! drives every registered watch. Subscribe before `run`: a subscriber created later would miss
-//! the initial list.
+//! the initial list. Every subscriber must be polled (run the controllers next to
+//! [`Cache::run`]): a kind's watch waits when its slowest subscriber is 1024 notifications behind.
 //!
 //! # When a read is not served from the cache
 //! [`Cache`] implements [`Reader`]. A read falls back to a live API call (and counts in
