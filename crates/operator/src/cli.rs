@@ -1,0 +1,153 @@
+//! Command line: every flag also reads an environment variable (`DYNAMO_OPERATOR_*`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Kubernetes operator for NVIDIA Dynamo inference graphs (DynamoGraphDeployment).
+#[derive(Parser, Debug, Clone)]
+#[command(name = "dynamo-operator", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Run the operator (the default).
+    Run,
+    /// Print the CustomResourceDefinitions this operator serves, as YAML (install them with
+    /// `kubectl apply --server-side -f -`).
+    Crds,
+    /// Print the event→action map: every watch, what changes trigger work, which object is
+    /// reconciled.
+    Triggers,
+}
+
+/// Log output format.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Kubeconfig file; in-cluster configuration (or $KUBECONFIG) when unset.
+    #[arg(long, env = "DYNAMO_OPERATOR_KUBECONFIG", global = true)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Watch and manage only this namespace; all namespaces when unset.
+    #[arg(long, env = "DYNAMO_OPERATOR_NAMESPACE", global = true)]
+    pub namespace: Option<String>,
+
+    /// Manage only DynamoGraphDeployments (and their children) whose labels match this selector,
+    /// e.g. `shard=a` (for sharding several operators over one cluster).
+    #[arg(long, env = "DYNAMO_OPERATOR_SELECTOR", global = true)]
+    pub selector: Option<String>,
+
+    /// Address of the /healthz, /readyz and /metrics endpoints. Bind to 127.0.0.1 to keep them
+    /// local to the pod.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_METRICS_ADDRESS",
+        default_value = "0.0.0.0:8080",
+        global = true
+    )]
+    pub metrics_address: SocketAddr,
+
+    /// Log format.
+    #[arg(long, env = "DYNAMO_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info,operator=debug`.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_LOG",
+        default_value = "info",
+        global = true
+    )]
+    pub log: String,
+
+    /// Elect a leader through a coordination.k8s.io Lease, so only one replica reconciles.
+    #[arg(long, env = "DYNAMO_OPERATOR_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub leader_elect: bool,
+
+    /// Name of the leader election Lease.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_LEASE_NAME",
+        default_value = "dynamo-operator-leader",
+        global = true
+    )]
+    pub lease_name: String,
+
+    /// Namespace of the leader election Lease; the pod's namespace (POD_NAMESPACE) or the
+    /// watched namespace or `default` when unset.
+    #[arg(long, env = "DYNAMO_OPERATOR_LEASE_NAMESPACE", global = true)]
+    pub lease_namespace: Option<String>,
+
+    /// Lease duration in seconds: how long a dead leader blocks the others.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_LEASE_DURATION",
+        default_value_t = 15,
+        global = true
+    )]
+    pub lease_duration: u64,
+
+    /// This replica's identity in the Lease; POD_NAME or the host name when unset.
+    #[arg(long, env = "POD_NAME", global = true)]
+    pub identity: Option<String>,
+
+    /// Concurrent reconciles of DynamoGraphDeployments.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_DGD_CONCURRENCY",
+        default_value_t = 4,
+        global = true
+    )]
+    pub dgd_concurrency: u16,
+
+    /// Concurrent reconciles of DynamoComponentDeployments.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_DCD_CONCURRENCY",
+        default_value_t = 8,
+        global = true
+    )]
+    pub dcd_concurrency: u16,
+
+    /// Concurrent reconciles of DynamoCheckpoints.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_CHECKPOINT_CONCURRENCY",
+        default_value_t = 2,
+        global = true
+    )]
+    pub checkpoint_concurrency: u16,
+}
+
+impl RunArgs {
+    /// The identity this replica claims the Lease with.
+    pub fn identity(&self) -> String {
+        self.identity
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| format!("dynamo-operator-{}", std::process::id()))
+    }
+
+    /// The namespace of the Lease.
+    pub fn lease_namespace(&self) -> String {
+        self.lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(|| self.namespace.clone())
+            .unwrap_or_else(|| "default".to_string())
+    }
+}

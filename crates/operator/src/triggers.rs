@@ -1,0 +1,385 @@
+//! The event→action map: every watch the operator registers, which changes of the watched
+//! object trigger work, and which primary object is then reconciled. The table below is what the
+//! wiring executes ([`filter`] reads a row's fields and enqueue rule), and
+//! `docs/event-action-map.md` is generated from it (a test keeps the two equal).
+//!
+//! Rules every row follows:
+//! - A watched object seen for the first time (created, or first listed) triggers work once.
+//! - Its deletion always triggers work (predicates must not swallow deletions: the object is gone
+//!   from the cache, so it passes whatever its fields).
+//! - Otherwise only a change in one of the row's fields triggers work. Everything else —
+//!   `resourceVersion`, `managedFields`, unrelated status, our own status writes — is ignored.
+//! - No periodic resync: a controller looks again on its own only when a reconcile asked for it.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use serde::Serialize;
+
+use crate::metrics::ControllerMetrics;
+
+/// The controllers, by their metric and log name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControllerName {
+    /// DynamoGraphDeployment (the composition root).
+    Dgd,
+    /// DynamoComponentDeployment.
+    Dcd,
+    /// DynamoCheckpoint.
+    Checkpoint,
+}
+
+impl ControllerName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dgd => "dynamographdeployment",
+            Self::Dcd => "dynamocomponentdeployment",
+            Self::Checkpoint => "dynamocheckpoint",
+        }
+    }
+}
+
+/// How a watched object names the primary object to reconcile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueue {
+    /// The object is the primary.
+    Itself,
+    /// Its controller owner reference (same namespace).
+    ControllerOwner,
+    /// The value of this label names the primary (same namespace).
+    Label(&'static str),
+}
+
+/// One watch.
+#[derive(Clone, Copy, Debug)]
+pub struct Trigger {
+    /// The controller whose queue it feeds.
+    pub controller: ControllerName,
+    /// `group/version/Kind` of the watched objects.
+    pub kind: &'static str,
+    /// JSON pointers (RFC 6901) of the fields whose change triggers work.
+    pub fields: &'static [&'static str],
+    /// Which primary object is reconciled.
+    pub enqueue: Enqueue,
+    /// Why these fields, and anything else worth knowing.
+    pub note: &'static str,
+}
+
+/// Every watch of the operator.
+pub const TRIGGERS: &[Trigger] = &[
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "nvidia.com/v1beta1/DynamoGraphDeployment",
+        fields: &[
+            "/metadata/generation",
+            "/metadata/deletionTimestamp",
+            "/metadata/annotations/nvidia.com~1enable-grove",
+            "/metadata/annotations/nvidia.com~1dynamo-discovery-backend",
+            "/metadata/annotations/nvidia.com~1dynamo-kube-discovery-mode",
+            "/metadata/annotations/nvidia.com~1deployment-strategy",
+        ],
+        enqueue: Enqueue::Itself,
+        note: "spec changes and the user annotations that select behaviour; never our own status or annotation writes",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "nvidia.com/v1beta1/DynamoComponentDeployment",
+        fields: &[
+            "/metadata/generation",
+            "/metadata/labels/nvidia.com~1dynamo-worker-hash",
+            "/status/observedGeneration",
+            "/status/conditions",
+            "/status/component",
+        ],
+        enqueue: Enqueue::ControllerOwner,
+        note: "the DCD status the graph's per-component status and readiness are computed from",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "nvidia.com/v1beta1/DynamoGraphDeploymentScalingAdapter",
+        fields: &[],
+        enqueue: Enqueue::ControllerOwner,
+        note: "creation and deletion only: the adapter owns its replicas, the graph only seeds them",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "nvidia.com/v1beta1/DynamoComponentDeployment",
+        fields: &["/metadata/generation", "/metadata/deletionTimestamp"],
+        enqueue: Enqueue::Itself,
+        note: "spec changes; never our own status writes",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "apps/v1/Deployment",
+        fields: &[
+            "/metadata/generation",
+            "/status/observedGeneration",
+            "/status/replicas",
+            "/status/updatedReplicas",
+            "/status/readyReplicas",
+            "/status/availableReplicas",
+            "/status/conditions",
+        ],
+        enqueue: Enqueue::ControllerOwner,
+        note: "spec drift (generation) is restored; the status fields that make the DCD Available",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "v1/Service",
+        fields: &["/spec"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "spec drift is restored; Services have no status the DCD reports",
+    },
+];
+
+/// The rows of one controller.
+pub fn rows(controller: ControllerName) -> impl Iterator<Item = &'static Trigger> {
+    TRIGGERS.iter().filter(move |t| t.controller == controller)
+}
+
+/// The row of `controller` watching `K`. Panics when the table has none: wiring a watch
+/// without a row is a bug.
+pub fn row<K: Resource<DynamicType = ()>>(controller: ControllerName) -> &'static Trigger {
+    let kind = format!("{}/{}", K::api_version(&()), K::kind(&()));
+    TRIGGERS
+        .iter()
+        .find(|t| t.controller == controller && t.kind == kind)
+        .unwrap_or_else(|| panic!("no trigger row for {kind} in {controller:?}"))
+}
+
+/// The namespace/name of the primary object `object` enqueues under `rule`.
+pub fn primary_key<K: Resource>(object: &K, rule: Enqueue) -> Option<String> {
+    let ns = object.namespace().unwrap_or_default();
+    match rule {
+        Enqueue::Itself => Some(format!("{ns}/{}", object.name_any())),
+        Enqueue::ControllerOwner => object
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| format!("{ns}/{}", o.name)),
+        Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
+    }
+}
+
+/// Why a watched object passed the filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// First sighting.
+    Created,
+    /// Gone from the cache.
+    Deleted,
+    /// These fields changed.
+    Changed(Vec<&'static str>),
+}
+
+/// The per-field fingerprints of an object under a row.
+fn fingerprint<K: Serialize>(trigger: &Trigger, object: &K) -> Vec<u64> {
+    let value = serde_json::to_value(object).unwrap_or_default();
+    trigger
+        .fields
+        .iter()
+        .map(|pointer| {
+            let mut h = DefaultHasher::new();
+            value.pointer(pointer).map(|v| v.to_string()).hash(&mut h);
+            h.finish()
+        })
+        .collect()
+}
+
+/// Decides, object by object, whether a change matters under one row.
+pub struct Filter {
+    trigger: &'static Trigger,
+    seen: HashMap<String, Vec<u64>>,
+}
+
+impl Filter {
+    pub fn new(trigger: &'static Trigger) -> Self {
+        Filter {
+            trigger,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// `Some(reason)` when `object` must trigger work; `present` says whether the cache still
+    /// holds it.
+    pub fn check<K: Resource + Serialize>(&mut self, object: &K, present: bool) -> Option<Reason> {
+        let uid = object.uid().unwrap_or_else(|| object.name_any());
+        if !present {
+            self.seen.remove(&uid);
+            return Some(Reason::Deleted);
+        }
+        let now = fingerprint(self.trigger, object);
+        match self.seen.insert(uid, now.clone()) {
+            None => Some(Reason::Created),
+            Some(before) => {
+                let changed: Vec<_> = self
+                    .trigger
+                    .fields
+                    .iter()
+                    .zip(before.iter().zip(&now))
+                    .filter(|(_, (a, b))| a != b)
+                    .map(|(f, _)| *f)
+                    .collect();
+                (!changed.is_empty()).then_some(Reason::Changed(changed))
+            }
+        }
+    }
+}
+
+/// Filters a controller's trigger stream of `K` by its row in [`TRIGGERS`], logging each
+/// trigger at debug and counting it in the controller's queue metrics.
+pub fn filter<K, S>(
+    controller: ControllerName,
+    store: Store<K>,
+    metrics: ControllerMetrics,
+    stream: S,
+) -> impl Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Serialize + Clone + Send + Sync + 'static,
+    S: Stream<Item = Arc<K>> + Send + 'static,
+{
+    let trigger = row::<K>(controller);
+    let mut filter = Filter::new(trigger);
+    stream.filter(move |object| {
+        let present = store
+            .get(&ObjectRef::from_obj(object.as_ref()))
+            .is_some_and(|cached| cached.uid() == object.uid());
+        let pass = filter.check(object.as_ref(), present);
+        if let Some(reason) = &pass {
+            let key = primary_key(object.as_ref(), trigger.enqueue);
+            tracing::debug!(
+                controller = controller.as_str(),
+                kind = trigger.kind,
+                object = %format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any()),
+                primary = key.as_deref().unwrap_or("-"),
+                ?reason,
+                "trigger"
+            );
+            if let Some(key) = key {
+                metrics.enqueued(key);
+            }
+        }
+        futures::future::ready(pass.is_some())
+    })
+}
+
+/// The table as Markdown (`docs/event-action-map.md`).
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "# Event → action map\n\n\
+         Generated from `crates/operator/src/triggers.rs` (`dynamo-operator triggers` prints it; a test\n\
+         keeps this file equal to the table). Every watch is one row. A watched object triggers work\n\
+         when it is first seen, when it is deleted, and when one of the listed fields changes —\n\
+         nothing else (resourceVersion, managedFields, unrelated status, our own status writes).\n\
+         There is no periodic resync: a controller looks again on its own only when a reconcile\n\
+         asked for it (for example while a rollout is waiting).\n\n\
+         | controller | watched kind | what changes trigger work | which object is reconciled | notes |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for t in TRIGGERS {
+        let fields = if t.fields.is_empty() {
+            "creation, deletion".to_string()
+        } else {
+            format!(
+                "creation, deletion, {}",
+                t.fields
+                    .iter()
+                    .map(|f| format!("`{}`", f.replace("~1", "/").replace("~0", "~")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let enqueue = match t.enqueue {
+            Enqueue::Itself => "itself".to_string(),
+            Enqueue::ControllerOwner => "its controller owner".to_string(),
+            Enqueue::Label(l) => format!("named by label `{l}`"),
+        };
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} | {} |\n",
+            t.controller.as_str(),
+            t.kind,
+            fields,
+            enqueue,
+            t.note
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    fn deployment(generation: i64, ready: i32, rv: &str) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "d", "namespace": "ns", "uid": "u1", "generation": generation,
+                          "resourceVersion": rv,
+                          "ownerReferences": [{ "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoComponentDeployment",
+                                                "name": "dcd", "uid": "o1", "controller": true }] },
+            "status": { "readyReplicas": ready, "observedGeneration": generation }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn created_changed_ignored_deleted() {
+        let mut f = Filter::new(row::<Deployment>(ControllerName::Dcd));
+        assert_eq!(f.check(&deployment(1, 0, "1"), true), Some(Reason::Created));
+        // Only resourceVersion moved: ignored.
+        assert_eq!(f.check(&deployment(1, 0, "2"), true), None);
+        assert_eq!(
+            f.check(&deployment(1, 1, "3"), true),
+            Some(Reason::Changed(vec!["/status/readyReplicas"]))
+        );
+        // Deletion passes even with identical fields.
+        assert_eq!(
+            f.check(&deployment(1, 1, "3"), false),
+            Some(Reason::Deleted)
+        );
+        // Recreated under the same uid is seen afresh.
+        assert_eq!(f.check(&deployment(1, 1, "4"), true), Some(Reason::Created));
+    }
+
+    #[test]
+    fn primary_keys() {
+        let d = deployment(1, 0, "1");
+        assert_eq!(primary_key(&d, Enqueue::Itself).as_deref(), Some("ns/d"));
+        assert_eq!(
+            primary_key(&d, Enqueue::ControllerOwner).as_deref(),
+            Some("ns/dcd")
+        );
+        assert_eq!(primary_key(&d, Enqueue::Label("missing")), None);
+    }
+
+    #[test]
+    fn every_row_has_valid_pointers() {
+        for t in TRIGGERS {
+            for f in t.fields {
+                assert!(f.starts_with('/'), "{f} in {}", t.kind);
+            }
+        }
+    }
+
+    #[test]
+    fn doc_matches_table() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/event-action-map.md"
+        );
+        let expected = markdown();
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(path, &expected).unwrap();
+        }
+        let actual = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            actual, expected,
+            "docs/event-action-map.md differs from the trigger table; run `UPDATE_DOCS=1 cargo test -p operator doc_matches_table`"
+        );
+    }
+}
