@@ -441,13 +441,12 @@ fn component_from_alpha(
         identity: c.identity.clone(),
         ..Default::default()
     });
-    let experimental = (gms.is_some() || failover.is_some() || checkpoint.is_some()).then(|| {
-        b::ExperimentalSpec {
-            gpu_memory_service: gms,
-            failover,
-            grove: None,
-            checkpoint,
-        }
+    let any = gms.is_some() || failover.is_some() || checkpoint.is_some();
+    let experimental = any.then_some(b::ExperimentalSpec {
+        gpu_memory_service: gms,
+        failover,
+        grove: None,
+        checkpoint,
     });
     let cache = s.volume_mounts.iter().find(|v| v.use_as_compilation_cache);
     b::DynamoComponentDeploymentSharedSpec {

@@ -250,3 +250,285 @@ fn collect_descriptions(value: &Value, out: &mut BTreeSet<String>) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: usize = 1024;
+    /// etcd's default request limit is 1.5 MiB; stay far below it.
+    const MAX_CRD_JSON: usize = 512 * KIB;
+
+    fn json_size(crd: &CustomResourceDefinition) -> usize {
+        serde_json::to_vec(crd).unwrap().len()
+    }
+
+    fn schema(crd: &CustomResourceDefinition, version: &str) -> Value {
+        let v = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)
+            .unwrap();
+        serde_json::to_value(
+            v.schema
+                .as_ref()
+                .unwrap()
+                .open_api_v3_schema
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn crds_are_well_below_the_etcd_object_limit() {
+        for crd in crds() {
+            let name = crd.metadata.name.clone().unwrap();
+            let json = json_size(&crd);
+            let yaml = to_yaml(&crd).len();
+            eprintln!("{name}: {} KiB JSON, {} KiB YAML", json / KIB, yaml / KIB);
+            assert!(json < MAX_CRD_JSON, "{name}: {json} bytes of JSON");
+        }
+    }
+
+    #[test]
+    fn both_dgd_versions_fit_in_one_crd_even_with_descriptions_of_core_types() {
+        // Lean trimming is what keeps the merged CRD small; measure what it saves.
+        let lean = json_size(&dgd_crd(&ConversionWebhookConfig::default()));
+        let full = serde_json::to_vec(
+            &merge_crds(
+                vec![
+                    v1alpha1::DynamoGraphDeployment::crd(),
+                    v1beta1::DynamoGraphDeployment::crd(),
+                ],
+                "v1beta1",
+            )
+            .unwrap(),
+        )
+        .unwrap()
+        .len();
+        eprintln!(
+            "DynamoGraphDeployment: {} KiB lean, {} KiB with core descriptions",
+            lean / KIB,
+            full / KIB
+        );
+        assert!(lean < full / 2, "trimming saves at least half");
+        assert!(
+            full < 3 * 512 * KIB,
+            "even untrimmed, both versions fit etcd's 1.5 MiB"
+        );
+    }
+
+    #[test]
+    fn no_core_type_description_survives_and_ours_do() {
+        let core = core_descriptions();
+        let crd = dgd_crd(&ConversionWebhookConfig::default());
+        let text = serde_json::to_string(&crd).unwrap();
+        for d in core.iter().filter(|d| d.len() > 40) {
+            assert!(
+                !text.contains(&serde_json::to_string(d).unwrap()),
+                "core description left: {d}"
+            );
+        }
+        let spec = schema(&crd, "v1beta1")["properties"]["spec"].clone();
+        assert!(
+            spec["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Desired state")
+        );
+        let replicas = &spec["properties"]["components"]["items"]["properties"]["replicas"];
+        assert!(
+            replicas["description"]
+                .as_str()
+                .unwrap()
+                .contains("Desired number of replicas")
+        );
+    }
+
+    /// Every property of our own types has a description (doc comments become `kubectl
+    /// explain` text). Embedded Kubernetes types are not ours and are skipped.
+    #[test]
+    fn every_field_of_our_types_is_documented() {
+        const CORE_FIELDS: &[&str] = &[
+            "podTemplate",
+            "podTemplateSpec",
+            "env",
+            "envs",
+            "conditions",
+            "configMapRef",
+            "livenessProbe",
+            "readinessProbe",
+            "claims",
+            "behavior",
+            "metrics",
+            "extraPodSpec",
+            "metadata",
+            "sharedMemorySize",
+            "size",
+            "startTime",
+            "endTime",
+            "createdAt",
+            "lastScaleTime",
+        ];
+        fn walk(path: &str, s: &Value, missing: &mut Vec<String>) {
+            if let Some(props) = s.get("properties").and_then(Value::as_object) {
+                for (name, p) in props {
+                    let here = format!("{path}.{name}");
+                    if p.get("description").is_none()
+                        && !["apiVersion", "kind", "metadata"].contains(&name.as_str())
+                    {
+                        missing.push(here.clone());
+                    }
+                    if !CORE_FIELDS.contains(&name.as_str()) {
+                        walk(&here, p, missing);
+                    }
+                }
+            }
+            if let Some(items) = s.get("items") {
+                walk(&format!("{path}[]"), items, missing);
+            }
+            if let Some(extra) = s.get("additionalProperties").filter(|v| v.is_object()) {
+                walk(&format!("{path}{{}}"), extra, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        for crd in crds() {
+            for v in &crd.spec.versions {
+                let name = format!("{}/{}", crd.spec.names.kind, v.name);
+                walk(&name, &schema(&crd, &v.name), &mut missing);
+            }
+        }
+        assert!(missing.is_empty(), "undocumented: {missing:#?}");
+    }
+
+    #[test]
+    fn names_short_names_and_printer_columns() {
+        let all = crds();
+        let by_kind = |kind: &str| all.iter().find(|c| c.spec.names.kind == kind).unwrap();
+        for (kind, plural, short) in [
+            ("DynamoGraphDeployment", "dynamographdeployments", "dgd"),
+            (
+                "DynamoComponentDeployment",
+                "dynamocomponentdeployments",
+                "dcd",
+            ),
+            (
+                "DynamoGraphDeploymentScalingAdapter",
+                "dynamographdeploymentscalingadapters",
+                "dgdsa",
+            ),
+            ("DynamoCheckpoint", "dynamocheckpoints", "dckpt"),
+        ] {
+            let crd = by_kind(kind);
+            assert_eq!(crd.spec.group, "nvidia.com");
+            assert_eq!(crd.spec.names.plural, plural);
+            assert_eq!(
+                crd.spec.names.short_names.as_deref(),
+                Some(&[short.to_string()][..])
+            );
+            assert_eq!(crd.spec.scope, "Namespaced");
+            assert_eq!(file_name(crd), format!("{plural}.nvidia.com.yaml"));
+            for v in &crd.spec.versions {
+                assert!(
+                    v.subresources
+                        .as_ref()
+                        .and_then(|s| s.status.as_ref())
+                        .is_some(),
+                    "{kind} status subresource"
+                );
+            }
+        }
+        let dgd = by_kind("DynamoGraphDeployment");
+        for v in &dgd.spec.versions {
+            let columns: Vec<_> = v
+                .additional_printer_columns
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            assert_eq!(columns, ["Ready", "State", "Backend", "Age"], "{}", v.name);
+        }
+        let dgdsa = by_kind("DynamoGraphDeploymentScalingAdapter");
+        let scale = dgdsa.spec.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .scale
+            .as_ref()
+            .unwrap();
+        assert_eq!(scale.spec_replicas_path, ".spec.replicas");
+        assert_eq!(scale.status_replicas_path, ".status.replicas");
+        assert_eq!(
+            scale.label_selector_path.as_deref(),
+            Some(".status.selector")
+        );
+    }
+
+    #[test]
+    fn dgd_serves_both_versions_with_v1beta1_stored_and_webhook_conversion() {
+        let crd = dgd_crd(&ConversionWebhookConfig::default());
+        let versions: Vec<_> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage))
+            .collect();
+        assert!(versions.contains(&("v1beta1", true, true)), "{versions:?}");
+        assert!(
+            versions.contains(&("v1alpha1", true, false)),
+            "{versions:?}"
+        );
+        let alpha = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == "v1alpha1")
+            .unwrap();
+        assert_eq!(alpha.deprecated, Some(true));
+        let conversion = crd.spec.conversion.as_ref().unwrap();
+        assert_eq!(conversion.strategy, "Webhook");
+        let webhook = conversion.webhook.as_ref().unwrap();
+        assert_eq!(webhook.conversion_review_versions, ["v1"]);
+        let service = webhook
+            .client_config
+            .as_ref()
+            .unwrap()
+            .service
+            .as_ref()
+            .unwrap();
+        assert_eq!(service.path.as_deref(), Some(CONVERSION_PATH));
+        let url = dgd_crd(&ConversionWebhookConfig::Url {
+            base: "https://127.0.0.1:9443/".into(),
+            ca_bundle: None,
+        });
+        let url = url
+            .spec
+            .conversion
+            .unwrap()
+            .webhook
+            .unwrap()
+            .client_config
+            .unwrap()
+            .url;
+        assert_eq!(url.as_deref(), Some("https://127.0.0.1:9443/convert"));
+    }
+
+    #[test]
+    fn cel_rules_mirror_upstream() {
+        let text = serde_json::to_string(&dgd_crd(&ConversionWebhookConfig::default())).unwrap();
+        for rule in [
+            "oldSelf.hasValue() || !has(self.restart)",
+            "self.filter(c, has(c.type) && c.type == 'epp').size() <= 1",
+            "!has(oldSelf.type) || (has(self.type) && self.type == oldSelf.type)",
+            "!has(self.eppConfig) || (has(self.type) && self.type == 'epp')",
+        ] {
+            assert!(
+                text.contains(&serde_json::to_string(rule).unwrap()),
+                "missing rule {rule}"
+            );
+        }
+    }
+}

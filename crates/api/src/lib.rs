@@ -9,6 +9,9 @@
 //! - [`validate()`]: the checks reconcilers run before acting on a spec.
 //! - [`crds()`]: every CRD this operator installs.
 
+// `#[kube(printcolumn(type_ = ..), printcolumn(type_ = ..))]` repeats keys by design.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod checkpoint;
 pub mod common;
 pub mod conversion;
