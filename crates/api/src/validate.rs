@@ -792,3 +792,163 @@ impl garde::Validate for DynamoCheckpointSpec {
         v.into_report(parent, report);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v1beta1::ComponentType;
+    use garde::Validate as _;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn component(name: &str, ty: ComponentType) -> DynamoComponentDeploymentSharedSpec {
+        DynamoComponentDeploymentSharedSpec {
+            name: name.into(),
+            r#type: Some(ty),
+            pod_template: Some(PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: MAIN_CONTAINER_NAME.into(),
+                        image: Some("img:1".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn dgd(components: Vec<DynamoComponentDeploymentSharedSpec>) -> DynamoGraphDeployment {
+        DynamoGraphDeployment::new(
+            "g",
+            DynamoGraphDeploymentSpec {
+                components,
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_valid_graph_passes() {
+        let g = dgd(vec![
+            component("Frontend", ComponentType::Frontend),
+            component("worker", ComponentType::Worker),
+        ]);
+        assert_eq!(validate(&g), Ok(()));
+    }
+
+    #[test]
+    fn replicas_below_min_available_names_the_field_and_rule() {
+        let mut w = component("worker", ComponentType::Worker);
+        w.replicas = Some(1);
+        w.min_available = Some(2);
+        let g = dgd(vec![component("Frontend", ComponentType::Frontend), w]);
+        let err = validate(&g).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.components[1].replicas: must be ≥ minAvailable (2)"
+        );
+        assert_eq!(err.violations[0].rule, Rule::ReplicasBelowMinAvailable);
+        assert_eq!(err.reason(), REASON_INVALID_SPEC);
+    }
+
+    #[test]
+    fn scale_to_zero_is_allowed_below_min_available() {
+        let mut w = component("worker", ComponentType::Worker);
+        w.replicas = Some(0);
+        w.min_available = Some(2);
+        assert_eq!(validate(&dgd(vec![w])), Ok(()));
+    }
+
+    #[test]
+    fn duplicate_names_and_second_epp_are_reported_at_the_later_entry() {
+        let g = dgd(vec![
+            component("epp", ComponentType::Epp),
+            component("EPP", ComponentType::Epp),
+        ]);
+        let err = validate(&g).unwrap_err();
+        let fields: Vec<_> = err
+            .violations
+            .iter()
+            .map(|v| (v.field.as_str(), v.rule))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("spec.components[1].name", Rule::DuplicateComponentName),
+                ("spec.components[1].type", Rule::MultipleEpp),
+            ]
+        );
+        assert!(
+            err.to_string().contains("; "),
+            "all violations are listed: {err}"
+        );
+    }
+
+    #[test]
+    fn grove_only_fields_need_the_grove_pathway() {
+        let mut w = component("worker", ComponentType::Worker);
+        w.min_available = Some(1);
+        let mut g = dgd(vec![w]);
+        g.spec.priority_class_name = Some("high".into());
+        assert_eq!(validate(&g), Ok(()), "no provider recorded yet");
+        let grove = ValidationContext {
+            provider: Some(Provider::Grove),
+        };
+        assert_eq!(validate_with(&g, &grove), Ok(()));
+        g.metadata.annotations = Some(
+            [(
+                labels::WORKLOAD_PROVIDER.to_string(),
+                "component".to_string(),
+            )]
+            .into(),
+        );
+        let err = validate(&g).unwrap_err();
+        let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["spec.components[0].minAvailable", "spec.priorityClassName"]
+        );
+    }
+
+    #[test]
+    fn garde_report_carries_the_same_paths() {
+        let mut w = component("worker", ComponentType::Frontend);
+        w.multinode = Some(Default::default());
+        let spec = DynamoGraphDeploymentSpec {
+            components: vec![w],
+            ..Default::default()
+        };
+        let report = spec
+            .validate_with(&ValidationContext::default())
+            .unwrap_err();
+        let (path, error) = report.iter().next().unwrap();
+        assert_eq!(path.to_string(), "components[0].multinode");
+        assert_eq!(
+            error.message(),
+            "is only supported for worker, prefill and decode components"
+        );
+    }
+
+    #[test]
+    fn restart_order_must_list_every_component_once() {
+        let mut g = dgd(vec![
+            component("a", ComponentType::Worker),
+            component("b", ComponentType::Worker),
+        ]);
+        g.spec.restart = Some(crate::common::Restart {
+            id: "1".into(),
+            strategy: Some(crate::common::RestartStrategy {
+                r#type: None,
+                order: vec!["a".into(), "a".into()],
+            }),
+        });
+        let err = validate(&g).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.restart.strategy.order[1]: duplicates order[0] (a); \
+             spec.restart.strategy.order: must list every component (missing: b)"
+        );
+    }
+}
