@@ -3,3 +3,6 @@
 //! returns data (status fragments, queued events) instead of writing status.
 
 pub mod naming;
+pub mod restart;
+pub mod rollout;
+pub mod scaling_adapters;

@@ -1,0 +1,358 @@
+//! Graph restarts requested through `spec.restart.id`.
+//!
+//! [`next_status`] is the whole state machine, a pure function of the request, the previous
+//! [`RestartStatus`], whether a rolling update is running, and which components finished
+//! restarting:
+//! - no `spec.restart.id`: a terminal status (Completed, Failed, Superseded) is kept, anything
+//!   else is dropped;
+//! - the id was already processed (same `observedID`, terminal phase): kept;
+//! - a rolling update is pending or in progress: `Superseded` (the new pods restart anyway), and
+//!   the caller queues a Warning `RestartSuperseded` once per transition ([`Resolved::superseded`]);
+//! - parallel: a new id puts every component in `inProgress` (`Restarting`); `Completed` once
+//!   none is left;
+//! - sequential (the default, in `strategy.order` or alphabetical order): one component at a
+//!   time; the next starts when the current one finished; a current component that left the
+//!   order restarts the sequence.
+//!
+//! [`stamps`] turns the status into the `nvidia.com/restartAt` pod-template annotation the
+//! workloads step sets (the value is the restart id, so it is stable across reconciles).
+//! Components it does not name keep the value their live DCD already carries.
+//!
+//! [`Restart::resolve`] adds the only input that needs reading: a component has finished
+//! restarting when its DCD carries the stamp and is ready (observed its generation, Available).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use api::common::{RestartPhase, RestartStatus, RestartStrategyType};
+use api::labels;
+use api::{DynamoComponentDeployment, DynamoGraphDeployment};
+use kit::{Event, Reader, ReaderExt};
+use kube::ResourceExt;
+
+use crate::naming;
+use crate::rollout::WorkerGeneration;
+
+/// Warning event: a restart was superseded by a rolling update.
+pub const EVENT_RESTART_SUPERSEDED: &str = "RestartSuperseded";
+/// Failure reason of the restart step.
+pub const REASON_RESTART_FAILED: &str = "failed_to_resolve_restart_progress";
+
+/// Why the restart step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A component's DCD could not be read.
+    #[error("read DynamoComponentDeployment {name}: {source}")]
+    Read {
+        /// The DCD name.
+        name: String,
+        /// The read error.
+        #[source]
+        source: kit::Error,
+    },
+}
+
+/// The restart annotation to stamp: `value` on the pod templates of `components`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartStamps {
+    /// The annotation value (the restart id).
+    pub value: String,
+    /// The components whose pod template carries it.
+    pub components: BTreeSet<String>,
+}
+
+impl RestartStamps {
+    /// The value to stamp on `component`, if it is named.
+    pub fn value_for(&self, component: &str) -> Option<&str> {
+        self.components
+            .contains(component)
+            .then_some(self.value.as_str())
+    }
+}
+
+/// A restart that a rolling update superseded in this reconcile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superseded {
+    /// The restart id.
+    pub id: String,
+}
+
+impl Superseded {
+    /// The Warning event the program queues.
+    pub fn event(&self) -> Event {
+        Event::warning(
+            EVENT_RESTART_SUPERSEDED,
+            format!("Restart {} superseded by rolling update", self.id),
+        )
+    }
+}
+
+/// What the restart step decided.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resolved {
+    /// The next `status.restart`.
+    pub status: Option<RestartStatus>,
+    /// What the workloads step stamps.
+    pub stamps: Option<RestartStamps>,
+    /// Set when the restart became superseded in this reconcile.
+    pub superseded: Option<Superseded>,
+}
+
+/// The restart step. Reads only the DCDs of components being restarted.
+pub struct Restart {
+    reader: Arc<dyn Reader>,
+}
+
+impl Restart {
+    /// A restart step reading DCDs with `reader`.
+    pub fn new(reader: Arc<dyn Reader>) -> Self {
+        Restart { reader }
+    }
+
+    /// The next restart status for `dgd` (its `status.restart` is the previous one), given
+    /// whether a rolling update runs and the worker generation DCDs are rendered at.
+    pub async fn resolve(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        generation: &WorkerGeneration,
+    ) -> Result<Resolved, Error> {
+        let previous = dgd.status.as_ref().and_then(|s| s.restart.as_ref());
+        let request_id = dgd
+            .spec
+            .restart
+            .as_ref()
+            .map(|r| r.id.as_str())
+            .filter(|id| !id.is_empty());
+        // Only components of the current request that are marked in progress need a read.
+        let mut finished = BTreeSet::new();
+        if let (Some(id), Some(prev)) = (request_id, previous)
+            && prev.observed_id.as_deref() == Some(id)
+            && prev.phase == Some(RestartPhase::Restarting)
+        {
+            for component in &prev.in_progress {
+                if self.restarted(dgd, generation, component, id).await? {
+                    finished.insert(component.clone());
+                }
+            }
+        }
+        let status = next_status(dgd, previous, generation.rolling, &finished);
+        let became_superseded = status
+            .as_ref()
+            .is_some_and(|s| s.phase == Some(RestartPhase::Superseded))
+            && previous.map(|p| (p.observed_id.as_deref(), p.phase))
+                != status.as_ref().map(|s| (s.observed_id.as_deref(), s.phase));
+        let superseded = became_superseded.then(|| Superseded {
+            id: request_id.unwrap_or_default().to_string(),
+        });
+        Ok(Resolved {
+            stamps: stamps(dgd, status.as_ref()),
+            status,
+            superseded,
+        })
+    }
+
+    /// Whether `component`'s DCD carries restart stamp `id` and is ready.
+    async fn restarted(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        generation: &WorkerGeneration,
+        component: &str,
+        id: &str,
+    ) -> Result<bool, Error> {
+        let Some(spec) = dgd.spec.component(component) else {
+            // A component that left the graph has nothing left to restart.
+            return Ok(true);
+        };
+        let name = naming::dcd_name(dgd, spec, Some(&generation.target));
+        let dcd: Option<DynamoComponentDeployment> = self
+            .reader
+            .get(dgd.namespace().as_deref(), &name)
+            .await
+            .map_err(|source| Error::Read {
+                name: name.clone(),
+                source,
+            })?;
+        Ok(dcd.is_some_and(|d| {
+            let stamped = d
+                .spec
+                .component
+                .pod_template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| a.get(labels::RESTART_AT))
+                .is_some_and(|v| v == id);
+            stamped && d.is_ready().is_ok()
+        }))
+    }
+}
+
+fn is_terminal(phase: Option<RestartPhase>) -> bool {
+    matches!(
+        phase,
+        Some(RestartPhase::Completed | RestartPhase::Failed | RestartPhase::Superseded)
+    )
+}
+
+fn is_parallel(dgd: &DynamoGraphDeployment) -> bool {
+    dgd.spec
+        .restart
+        .as_ref()
+        .and_then(|r| r.strategy.as_ref())
+        .and_then(|s| s.r#type)
+        == Some(RestartStrategyType::Parallel)
+}
+
+/// The sequential restart order: `strategy.order`, else the component names sorted.
+pub fn restart_order(dgd: &DynamoGraphDeployment) -> Vec<String> {
+    if let Some(order) = dgd
+        .spec
+        .restart
+        .as_ref()
+        .and_then(|r| r.strategy.as_ref())
+        .map(|s| &s.order)
+        .filter(|o| !o.is_empty())
+    {
+        return order.clone();
+    }
+    let mut names: Vec<String> = dgd.spec.components.iter().map(|c| c.name.clone()).collect();
+    names.sort();
+    names
+}
+
+fn all_components(dgd: &DynamoGraphDeployment) -> Vec<String> {
+    let mut names: Vec<String> = dgd.spec.components.iter().map(|c| c.name.clone()).collect();
+    names.sort();
+    names
+}
+
+fn status(id: &str, phase: RestartPhase, in_progress: Vec<String>) -> Option<RestartStatus> {
+    Some(RestartStatus {
+        observed_id: Some(id.to_string()),
+        phase: Some(phase),
+        in_progress,
+    })
+}
+
+/// The next restart status. `previous` is the current `status.restart`; `rolling` whether a
+/// rolling update is pending or in progress; `finished` the in-progress components whose restart
+/// completed.
+pub fn next_status(
+    dgd: &DynamoGraphDeployment,
+    previous: Option<&RestartStatus>,
+    rolling: bool,
+    finished: &BTreeSet<String>,
+) -> Option<RestartStatus> {
+    let Some(id) = dgd
+        .spec
+        .restart
+        .as_ref()
+        .map(|r| r.id.as_str())
+        .filter(|id| !id.is_empty())
+    else {
+        return previous.filter(|p| is_terminal(p.phase)).cloned();
+    };
+    let same_request = previous.is_some_and(|p| p.observed_id.as_deref() == Some(id));
+    if same_request && previous.is_some_and(|p| is_terminal(p.phase)) {
+        return previous.cloned();
+    }
+    if rolling {
+        return status(id, RestartPhase::Superseded, Vec::new());
+    }
+    let in_progress: Vec<String> = previous
+        .filter(|_| same_request)
+        .map(|p| p.in_progress.clone())
+        .unwrap_or_default();
+
+    if is_parallel(dgd) {
+        let checking = if !same_request || in_progress.is_empty() {
+            all_components(dgd)
+        } else {
+            in_progress
+        };
+        if !same_request {
+            return if checking.is_empty() {
+                status(id, RestartPhase::Completed, Vec::new())
+            } else {
+                status(id, RestartPhase::Restarting, checking)
+            };
+        }
+        let left: Vec<String> = checking
+            .into_iter()
+            .filter(|c| !finished.contains(c))
+            .collect();
+        return if left.is_empty() {
+            status(id, RestartPhase::Completed, Vec::new())
+        } else {
+            status(id, RestartPhase::Restarting, left)
+        };
+    }
+
+    let order = restart_order(dgd);
+    let Some(first) = order.first() else {
+        return status(id, RestartPhase::Completed, Vec::new());
+    };
+    let Some(current) = in_progress.first().filter(|_| same_request) else {
+        return status(id, RestartPhase::Restarting, vec![first.clone()]);
+    };
+    if !finished.contains(current) {
+        return status(id, RestartPhase::Restarting, vec![current.clone()]);
+    }
+    match order.iter().position(|c| c == current) {
+        None => status(id, RestartPhase::Restarting, vec![first.clone()]),
+        Some(i) => match order.get(i + 1) {
+            Some(next) => status(id, RestartPhase::Restarting, vec![next.clone()]),
+            None => status(id, RestartPhase::Completed, Vec::new()),
+        },
+    }
+}
+
+/// The restart stamps for `status` (upstream's `DetermineRestartState`):
+/// - no request but an observed id: every component keeps that id;
+/// - superseded: nothing new (live values are kept);
+/// - completed or parallel: every component;
+/// - sequential: every component up to and including the one in progress.
+pub fn stamps(
+    dgd: &DynamoGraphDeployment,
+    status: Option<&RestartStatus>,
+) -> Option<RestartStamps> {
+    let status = status?;
+    let all: BTreeSet<String> = dgd.spec.components.iter().map(|c| c.name.clone()).collect();
+    let Some(id) = dgd
+        .spec
+        .restart
+        .as_ref()
+        .map(|r| r.id.clone())
+        .filter(|id| !id.is_empty())
+    else {
+        return status.observed_id.clone().map(|value| RestartStamps {
+            value,
+            components: all,
+        });
+    };
+    let same = status.observed_id.as_deref() == Some(id.as_str());
+    if same && status.phase == Some(RestartPhase::Superseded) {
+        return None;
+    }
+    if (same && status.phase == Some(RestartPhase::Completed)) || is_parallel(dgd) {
+        return Some(RestartStamps {
+            value: id,
+            components: all,
+        });
+    }
+    let order = restart_order(dgd);
+    let components: BTreeSet<String> =
+        if status.phase == Some(RestartPhase::Pending) || status.in_progress.is_empty() {
+            order.first().cloned().into_iter().collect()
+        } else {
+            let last = order.iter().rposition(|c| status.in_progress.contains(c));
+            match last {
+                Some(i) => order[..=i].iter().cloned().collect(),
+                None => BTreeSet::new(),
+            }
+        };
+    Some(RestartStamps {
+        value: id,
+        components,
+    })
+}

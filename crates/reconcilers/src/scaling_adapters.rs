@@ -1,0 +1,322 @@
+//! One DynamoGraphDeploymentScalingAdapter per component that sets `scalingAdapter`.
+//!
+//! An adapter is named `<dgd>-<component, lowercased>`, labelled with the graph and component,
+//! points at its component through `spec.dgdRef`, and is controlled by the graph (garbage
+//! collection removes it with the graph). **Replicas have one owner**: `spec.replicas` is seeded
+//! from the component's replicas (default 1) only when the adapter is created; afterwards the
+//! adapter (and whoever scales it: HPA, KEDA, the Planner) owns it and this step never writes it.
+//!
+//! | observed | action | event |
+//! | --- | --- | --- |
+//! | component has `scalingAdapter`, no adapter | create, replicas seeded | `AdapterCreated` |
+//! | adapter exists, labels / dgdRef / owner drifted | merge-patch those fields only | `AdapterUpdated` |
+//! | adapter exists and matches | nothing (no request) | none |
+//! | component dropped `scalingAdapter`, or left the graph | delete (uid precondition) | `AdapterDeleted` |
+//!
+//! Adapters controlled by another object are never touched. Owned fields are compared before
+//! writing rather than server-side applied: the seed is written by a create, and an apply by the
+//! same manager would take the create's field ownership and change the object for nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use api::labels;
+use api::scaling_adapter::DynamoGraphDeploymentComponentRef;
+use api::{
+    DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
+    DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentScalingAdapterSpec,
+    DynamoGraphDeploymentStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kit::{Deleted, Outcome, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use crate::naming;
+
+/// Failure reason of the scaling adapters step.
+pub const REASON_SCALING_ADAPTERS_FAILED: &str = "failed_to_reconcile_scaling_adapters";
+/// Event: an adapter was created.
+pub const EVENT_ADAPTER_CREATED: &str = "AdapterCreated";
+/// Event: an adapter's owned fields were restored.
+pub const EVENT_ADAPTER_UPDATED: &str = "AdapterUpdated";
+/// Event: an adapter was deleted.
+pub const EVENT_ADAPTER_DELETED: &str = "AdapterDeleted";
+
+/// Why the scaling adapters step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading adapters failed.
+    #[error("read DynamoGraphDeploymentScalingAdapters: {0}")]
+    Read(#[source] kit::Error),
+    /// Writing adapter `name` failed.
+    #[error("write DynamoGraphDeploymentScalingAdapter {name}: {source}")]
+    Write {
+        /// The adapter.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// The graph has no uid yet (it was never stored).
+    #[error("DynamoGraphDeployment {0} has no uid")]
+    NoUid(String),
+}
+
+/// The scaling adapters step.
+pub struct ScalingAdapters {
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+}
+
+impl ScalingAdapters {
+    /// A scaling adapters step reading adapters with `reader` and writing them with `writer`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
+        ScalingAdapters { reader, writer }
+    }
+
+    /// Converge the adapters of `dgd`; mutation events go to `out`.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let ns = dgd.namespace();
+        let owner = dgd
+            .controller_owner_ref(&())
+            .filter(|o| !o.uid.is_empty())
+            .ok_or_else(|| Error::NoUid(dgd.name_any()))?;
+        let selector = Selector::from_iter([(
+            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+            dgd.name_any(),
+        )]);
+        let listed: Vec<DynamoGraphDeploymentScalingAdapter> = self
+            .reader
+            .list(ns.as_deref(), &selector)
+            .await
+            .map_err(Error::Read)?;
+        let mut existing: BTreeMap<String, DynamoGraphDeploymentScalingAdapter> =
+            listed.into_iter().map(|a| (a.name_any(), a)).collect();
+
+        for component in &dgd.spec.components {
+            let name = naming::component_base_name(&dgd.name_any(), &component.name);
+            let current = match existing.remove(&name) {
+                Some(a) => Some(a),
+                // The list selects by label; an adapter whose labels drifted is still ours.
+                None => self
+                    .reader
+                    .get::<DynamoGraphDeploymentScalingAdapter>(ns.as_deref(), &name)
+                    .await
+                    .map_err(Error::Read)?,
+            };
+            match (component.scaling_adapter.is_some(), current) {
+                (true, None) => self.create(dgd, component, &owner, out).await?,
+                (true, Some(current)) => self.ensure(dgd, component, &owner, &current, out).await?,
+                (false, Some(current)) => self.delete(dgd, &current, out).await?,
+                (false, None) => {}
+            }
+        }
+        // Adapters of components that left the graph.
+        for stale in existing.values() {
+            self.delete(dgd, stale, out).await?;
+        }
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        component: &DynamoComponentDeploymentSharedSpec,
+        owner: &OwnerReference,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let adapter = render(dgd, component, owner);
+        let name = adapter.name_any();
+        match self.writer.create(&adapter).await {
+            Ok(_) => {
+                tracing::info!(adapter = %name, component = %component.name, "created scaling adapter");
+                out.normal(
+                    EVENT_ADAPTER_CREATED,
+                    format!(
+                        "Created scaling adapter {name} for component {}",
+                        component.name
+                    ),
+                );
+                Ok(())
+            }
+            // The cache lagged behind an earlier create; the next reconcile sees it.
+            Err(e) if e.is_already_exists() => Ok(()),
+            Err(source) => Err(Error::Write { name, source }),
+        }
+    }
+
+    async fn ensure(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        component: &DynamoComponentDeploymentSharedSpec,
+        owner: &OwnerReference,
+        current: &DynamoGraphDeploymentScalingAdapter,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let name = current.name_any();
+        if !controlled_by(&current.metadata, dgd) && has_controller(&current.metadata) {
+            tracing::warn!(adapter = %name, "scaling adapter is controlled by another object; not touched");
+            return Ok(());
+        }
+        let want_labels = adapter_labels(dgd, component);
+        let labels_drifted = want_labels
+            .iter()
+            .any(|(k, v)| current.labels().get(k) != Some(v));
+        let want_ref = dgd_ref(dgd, component);
+        let ref_drifted = current.spec.dgd_ref != want_ref;
+        let owner_drifted = !controlled_by(&current.metadata, dgd);
+        if !(labels_drifted || ref_drifted || owner_drifted) {
+            return Ok(());
+        }
+        let mut patch = json!({"metadata": {}});
+        if labels_drifted {
+            patch["metadata"]["labels"] = json!(want_labels);
+        }
+        if owner_drifted {
+            let mut refs: Vec<OwnerReference> = current
+                .metadata
+                .owner_references
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|o| o.uid != owner.uid)
+                .collect();
+            refs.push(owner.clone());
+            patch["metadata"]["ownerReferences"] = json!(refs);
+        }
+        if ref_drifted {
+            patch["spec"] = json!({"dgdRef": want_ref});
+        }
+        let applied = self
+            .writer
+            .patch::<DynamoGraphDeploymentScalingAdapter>(
+                current.namespace().as_deref(),
+                &name,
+                &Patch::Merge(patch),
+            )
+            .await
+            .map_err(|source| Error::Write {
+                name: name.clone(),
+                source,
+            })?;
+        if applied.changed {
+            tracing::info!(adapter = %name, "restored scaling adapter fields");
+            out.normal(
+                EVENT_ADAPTER_UPDATED,
+                format!(
+                    "Updated scaling adapter {name} for component {}",
+                    component.name
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    async fn delete(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        adapter: &DynamoGraphDeploymentScalingAdapter,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        if !controlled_by(&adapter.metadata, dgd) || adapter.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let name = adapter.name_any();
+        let preconditions = Preconditions {
+            uid: adapter.metadata.uid.clone(),
+            resource_version: None,
+        };
+        let deleted = self
+            .writer
+            .delete::<DynamoGraphDeploymentScalingAdapter>(
+                adapter.namespace().as_deref(),
+                &name,
+                &preconditions,
+                None,
+            )
+            .await;
+        match deleted {
+            Ok(Deleted::NotFound) => Ok(()),
+            Ok(_) => {
+                let component = adapter.spec.dgd_ref.component_name.clone();
+                tracing::info!(adapter = %name, %component, "deleted scaling adapter");
+                out.normal(
+                    EVENT_ADAPTER_DELETED,
+                    format!("Deleted scaling adapter {name} for component {component}"),
+                );
+                Ok(())
+            }
+            // Replaced by a new object of the same name since it was read: not ours to delete.
+            Err(e) if e.is_conflict() => Ok(()),
+            Err(source) => Err(Error::Write { name, source }),
+        }
+    }
+}
+
+fn adapter_labels(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+            dgd.name_any(),
+        ),
+        (labels::DYNAMO_COMPONENT.to_string(), component.name.clone()),
+    ])
+}
+
+fn dgd_ref(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+) -> DynamoGraphDeploymentComponentRef {
+    DynamoGraphDeploymentComponentRef {
+        name: dgd.name_any(),
+        component_name: component.name.clone(),
+    }
+}
+
+/// The adapter a component gets on creation (replicas seeded from the component, default 1).
+pub fn render(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+    owner: &OwnerReference,
+) -> DynamoGraphDeploymentScalingAdapter {
+    DynamoGraphDeploymentScalingAdapter {
+        metadata: ObjectMeta {
+            name: Some(naming::component_base_name(
+                &dgd.name_any(),
+                &component.name,
+            )),
+            namespace: dgd.namespace(),
+            labels: Some(adapter_labels(dgd, component)),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        spec: DynamoGraphDeploymentScalingAdapterSpec {
+            replicas: component.replicas.unwrap_or(1),
+            dgd_ref: dgd_ref(dgd, component),
+        },
+        status: None,
+    }
+}
+
+fn has_controller(meta: &ObjectMeta) -> bool {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true))
+}
+
+fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
+    let uid = dgd.metadata.uid.as_deref();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}
