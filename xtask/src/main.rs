@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod crds;
+mod dev;
 mod testenv;
 
 #[derive(Parser)]
@@ -22,6 +23,13 @@ enum Task {
     /// Start the real control plane (etcd, kube-apiserver, controller-manager, scheduler,
     /// simulated nodes) and print how to reach it; Ctrl-C stops it.
     TestEnv,
+    /// First run: start the control plane, install the CRDs, start the operator, apply a sample
+    /// graph and show it becoming Ready.
+    Dev {
+        /// The DynamoGraphDeployment to apply (default: examples/vllm-agg.yaml).
+        #[arg(long)]
+        sample: Option<std::path::PathBuf>,
+    },
     /// Build or reuse the control-plane binaries, start one control plane, run all tests.
     Test {
         /// Arguments passed on to `cargo test`.
@@ -32,12 +40,16 @@ enum Task {
 
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube_client=off".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube_client=off".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match Cli::parse().task {
         Task::Crds { check } => crds::run(check),
         Task::TestEnv => testenv::run_env(),
+        Task::Dev { sample } => dev::run(sample),
         Task::Test { args } => testenv::run_tests(&args),
     }
 }
