@@ -174,4 +174,13 @@ pub struct DynamoCheckpointStatus {
     /// Deprecated conditions (JobCreated, JobCompleted); use phase.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The generation this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The value of the `nvidia.com/checkpoint-rebuild` annotation the current attempt honoured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_rebuild_token: Option<String>,
+    /// Number of the current capture attempt for this identity (1 for the first Job).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i64>,
 }

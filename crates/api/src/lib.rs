@@ -13,6 +13,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod checkpoint;
+pub mod checkpoint_identity;
 pub mod common;
 pub mod conversion;
 pub mod crds;
