@@ -2,7 +2,15 @@
 //! workload programs nest them; each owns one family, takes only the capabilities it uses, and
 //! returns data (status fragments, queued events) instead of writing status.
 
+pub mod child;
+pub mod error;
 pub mod naming;
+pub mod rbac;
 pub mod restart;
 pub mod rollout;
 pub mod scaling_adapters;
+
+#[cfg(test)]
+mod testutil;
+
+pub use error::{Error, Step};

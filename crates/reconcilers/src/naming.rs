@@ -84,6 +84,48 @@ pub fn component_selector(dgd_name: &str, component: &str) -> String {
     )
 }
 
+/// The label every DGD-level child carries: `nvidia.com/dynamo-graph-deployment-name=<dgd>`.
+pub fn graph_labels(dgd_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+        dgd_name.to_string(),
+    )])
+}
+
+/// `<dgd>-k8s-service-discovery`: the ServiceAccount of a graph's pods when Kubernetes discovery
+/// is on (its Role and RoleBinding add `-role` and `-binding`).
+pub fn discovery_service_account_name(dgd_name: &str) -> String {
+    format!("{dgd_name}-k8s-service-discovery")
+}
+
+/// `<dgd>-<component, lowercased>-gpu`: the GPU memory service ResourceClaimTemplate of a
+/// component.
+pub fn resource_claim_template_name(dgd_name: &str, component: &str) -> String {
+    format!("{dgd_name}-{}-gpu", component.to_lowercase())
+}
+
+/// `<dgd>-epp-config`: the ConfigMap holding the legacy EPP's inline `eppConfig.config`.
+pub fn epp_config_map_name(dgd_name: &str) -> String {
+    format!("{dgd_name}-epp-config")
+}
+
+/// `<dgd>-pool`: the InferencePool of a graph with an EPP component.
+pub fn inference_pool_name(dgd_name: &str) -> String {
+    format!("{dgd_name}-pool")
+}
+
+/// `<dgd>-wait-leader-script`: the ConfigMap with the wait-for-leader script of multinode
+/// workers.
+pub fn wait_leader_config_map_name(dgd_name: &str) -> String {
+    format!("{dgd_name}-wait-leader-script")
+}
+
+/// `checkpoint-<identity hash>`: the DynamoCheckpoint a graph creates for an automatic
+/// checkpoint.
+pub fn auto_checkpoint_name(identity_hash: &str) -> String {
+    format!("checkpoint-{identity_hash}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
