@@ -117,6 +117,8 @@ pub mod error;
 pub mod events;
 pub mod object;
 pub mod outcome;
+#[cfg(feature = "pki")]
+pub mod pki;
 pub mod run;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -160,7 +160,10 @@ impl Audit {
             if let Some(pos) = events.iter().position(|e| e.request_uri == sentinel) {
                 let mut events = events;
                 events.truncate(pos);
-                events.retain(|e| !e.request_uri.starts_with("/api/v1/namespaces/testkit-audit-sentinel/"));
+                events.retain(|e| {
+                    !e.request_uri
+                        .starts_with("/api/v1/namespaces/testkit-audit-sentinel/")
+                });
                 return events;
             }
             assert!(

@@ -196,12 +196,12 @@ impl ControlPlane {
         };
         let state: State =
             serde_json::from_str(&read(STATE_FILE)?).map_err(|_| Error::State(dir.into()))?;
-        let ca = pki::Authority::load(read(CA_CERT)?, &read(CA_KEY)?)?;
+        let ca = pki::load(read(CA_CERT)?, &read(CA_KEY)?)?;
         let admin = pki::kubeconfig(
             &state.server,
             ca.cert_pem(),
             "admin",
-            &ca.client("admin", &["system:masters"])?,
+            &pki::client(&ca, "admin", &["system:masters"])?,
         );
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -238,10 +238,10 @@ impl ControlPlane {
         let keep = std::env::var_os("TESTKIT_KEEP").is_some_and(|v| v != "0");
         let reaper = process::Reaper::start((!keep).then_some(dir.as_path()))?;
 
-        let (ca, ca_key) = pki::Authority::generate()?;
+        let ca = pki::authority()?;
         let ca_crt = write(CA_CERT, ca.cert_pem())?;
-        write(CA_KEY, &ca_key)?;
-        let serving = ca.serving()?;
+        write(CA_KEY, ca.key_pem())?;
+        let serving = pki::serving(&ca)?;
         let tls_crt = write("apiserver.crt", &serving.cert_pem)?;
         let tls_key = write("apiserver.key", &serving.key_pem)?;
         let (sa_private, sa_public) = pki::service_account_key()?;
@@ -309,7 +309,10 @@ impl ControlPlane {
             // No service account controller runs, so default service accounts never appear.
             disabled.push("ServiceAccount");
         }
-        args.push(format!("--disable-admission-plugins={}", disabled.join(",")));
+        args.push(format!(
+            "--disable-admission-plugins={}",
+            disabled.join(",")
+        ));
         args.extend(options.apiserver_args.iter().cloned());
         let apiserver = process::spawn(
             &reaper,
@@ -324,7 +327,7 @@ impl ControlPlane {
             &server,
             ca.cert_pem(),
             "admin",
-            &ca.client("admin", &["system:masters"])?,
+            &pki::client(&ca, "admin", &["system:masters"])?,
         );
         let client = client_from(&admin)?;
         wait_until(
@@ -350,7 +353,7 @@ impl ControlPlane {
         let simulates_nodes = options.simulate_nodes && binaries.simulates_nodes();
         if simulates_nodes {
             let kubeconfig = |user: &str| -> Result<PathBuf, Error> {
-                let cred = ca.client(user, &["system:masters"])?;
+                let cred = pki::client(&ca, user, &["system:masters"])?;
                 write(
                     &format!("{user}.kubeconfig"),
                     &pki::kubeconfig(&server, ca.cert_pem(), user, &cred),
@@ -466,21 +469,26 @@ impl ControlPlane {
 
     /// A kubeconfig (YAML) for `user` in `groups`, credentials embedded.
     pub fn kubeconfig(&self, user: &str, groups: &[&str]) -> String {
-        let cred = self.ca.client(user, groups).expect("client certificate");
+        let cred = pki::client(&self.ca, user, groups).expect("client certificate");
         pki::kubeconfig(&self.server, self.ca.cert_pem(), user, &cred)
     }
 
     /// Writes [`Self::kubeconfig`] to `<dir>/<user>.kubeconfig` and returns its path, e.g. to
     /// start an operator process as that user.
     pub fn write_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {
-        let path = self.dir.join(format!("{}.kubeconfig", user.replace(':', "-")));
+        let path = self
+            .dir
+            .join(format!("{}.kubeconfig", user.replace(':', "-")));
         std::fs::write(&path, self.kubeconfig(user, groups)).expect("write kubeconfig");
         path
     }
 
     /// The audit log.
     pub fn audit(&self) -> Audit {
-        Audit::new(self.dir.join(AUDIT_LOG), self.client_as("testkit-audit", &["system:masters"]))
+        Audit::new(
+            self.dir.join(AUDIT_LOG),
+            self.client_as("testkit-audit", &["system:masters"]),
+        )
     }
 
     /// A fresh namespace for one test (`t-<random>`). When nodes are simulated, it waits for the
@@ -756,26 +764,34 @@ async fn register_nodes(
             Err(e) => return Err(e.into()),
         }
         // Status on create is not guaranteed to be kept; set capacity explicitly.
-        let status = serde_json::json!({ "status": serde_json::to_value(&node.status).expect("status") });
+        let status =
+            serde_json::json!({ "status": serde_json::to_value(&node.status).expect("status") });
         nodes
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await?;
     }
-    wait_until(kwok, "simulated nodes Ready", Duration::from_secs(60), || async {
-        let Ok(list) = nodes.list(&Default::default()).await else {
-            return false;
-        };
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| {
-                n.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count();
-        ready >= count
-    })
+    wait_until(
+        kwok,
+        "simulated nodes Ready",
+        Duration::from_secs(60),
+        || async {
+            let Ok(list) = nodes.list(&Default::default()).await else {
+                return false;
+            };
+            let ready = list
+                .items
+                .iter()
+                .filter(|n| {
+                    n.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|cs| {
+                            cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                        })
+                })
+                .count();
+            ready >= count
+        },
+    )
     .await
 }

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::discovery::ApiResource;
-use kube::Resource;
 
 async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
 where
@@ -45,14 +45,20 @@ async fn crd_is_served() {
     cp.install_crds(&[crd]).await.expect("install CRD");
 
     let ns = cp.namespace().await;
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("testkit.example.com", "v1", "Widget"));
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "testkit.example.com",
+        "v1",
+        "Widget",
+    ));
     let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns.name(), &ar);
     let widget: DynamicObject = serde_json::from_value(serde_json::json!({
         "apiVersion": "testkit.example.com/v1", "kind": "Widget",
         "metadata": { "name": "w" }, "spec": { "size": 3 }
     }))
     .unwrap();
-    api.create(&PostParams::default(), &widget).await.expect("create widget");
+    api.create(&PostParams::default(), &widget)
+        .await
+        .expect("create widget");
     let got = api.get("w").await.expect("get widget");
     assert_eq!(got.data["spec"]["size"], 3);
 }
@@ -60,13 +66,17 @@ async fn crd_is_served() {
 #[tokio::test]
 async fn deployment_becomes_available_and_is_garbage_collected() {
     let cp = testkit::ControlPlane::shared().await;
-    assert!(cp.simulates_nodes(), "the control plane must simulate nodes");
+    assert!(
+        cp.simulates_nodes(),
+        "the control plane must simulate nodes"
+    );
     let ns = cp.namespace().await;
     let cms: Api<ConfigMap> = ns.api();
     let owner = cms
         .create(
             &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({ "metadata": { "name": "owner" } })).unwrap(),
+            &serde_json::from_value(serde_json::json!({ "metadata": { "name": "owner" } }))
+                .unwrap(),
         )
         .await
         .unwrap();
@@ -89,18 +99,25 @@ async fn deployment_becomes_available_and_is_garbage_collected() {
     }))
     .unwrap();
     deployment.metadata.owner_references = Some(vec![owner_ref]);
-    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
 
-    eventually("Deployment web Available with 2 ready replicas", Duration::from_secs(60), || async {
-        let d = deployments.get("web").await.unwrap();
-        let status = d.status.unwrap_or_default();
-        let available = status
-            .conditions
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Available" && c.status == "True");
-        available && status.ready_replicas == Some(2)
-    })
+    eventually(
+        "Deployment web Available with 2 ready replicas",
+        Duration::from_secs(60),
+        || async {
+            let d = deployments.get("web").await.unwrap();
+            let status = d.status.unwrap_or_default();
+            let available = status
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True");
+            available && status.ready_replicas == Some(2)
+        },
+    )
     .await;
     let pods: Api<Pod> = ns.api();
     let running = pods.list(&Default::default()).await.unwrap();
@@ -108,14 +125,31 @@ async fn deployment_becomes_available_and_is_garbage_collected() {
     for pod in &running.items {
         let status = pod.status.clone().unwrap_or_default();
         assert_eq!(status.phase.as_deref(), Some("Running"));
-        assert!(pod.spec.as_ref().unwrap().node_name.as_deref().unwrap_or("").starts_with("kwok-node-"));
+        assert!(
+            pod.spec
+                .as_ref()
+                .unwrap()
+                .node_name
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("kwok-node-")
+        );
     }
 
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
-    eventually("garbage collection of the Deployment and its Pods", Duration::from_secs(60), || async {
-        deployments.get_opt("web").await.unwrap().is_none()
-            && pods.list(&Default::default()).await.unwrap().items.is_empty()
-    })
+    eventually(
+        "garbage collection of the Deployment and its Pods",
+        Duration::from_secs(60),
+        || async {
+            deployments.get_opt("web").await.unwrap().is_none()
+                && pods
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .is_empty()
+        },
+    )
     .await;
 }
 
@@ -132,11 +166,13 @@ async fn rbac_is_enforced_and_requests_are_audited() {
 
     let audit = cp.audit();
     let mark = audit.mark();
-    let writer: Api<ConfigMap> = Api::namespaced(cp.client_as("writer", &["system:masters"]), ns.name());
+    let writer: Api<ConfigMap> =
+        Api::namespaced(cp.client_as("writer", &["system:masters"]), ns.name());
     writer
         .create(
             &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({ "metadata": { "name": "audited" } })).unwrap(),
+            &serde_json::from_value(serde_json::json!({ "metadata": { "name": "audited" } }))
+                .unwrap(),
         )
         .await
         .unwrap();
