@@ -3,8 +3,11 @@
 //! returns data (status fragments, queued events) instead of writing status.
 
 pub mod child;
+pub mod discovery;
 pub mod error;
+pub mod gms;
 pub mod naming;
+pub mod pvc;
 pub mod rbac;
 pub mod restart;
 pub mod rollout;

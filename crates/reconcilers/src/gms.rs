@@ -1,0 +1,372 @@
+//! ResourceClaimTemplates (`resource.k8s.io/v1`) of components that use the GPU memory service.
+//!
+//! For each component with `experimental.gpuMemoryService`: a template
+//! `<dgd>-<component lowercased>-gpu` owned by the graph, with one device request `gpus` of
+//! `exactly: {deviceClassName, allocationMode: ExactCount, count}`. The count is the GPU
+//! quantity of the `main` container (limits, else requests; `nvidia.com/gpu` or another GPU
+//! resource name, one at most); `deviceClassName` defaults to `gpu.nvidia.com` and must exist. A
+//! component without GPUs gets no template (as upstream).
+//!
+//! Templates the graph owns that are no longer wanted (GMS turned off, component removed) are
+//! deleted. When a component asks for GMS (or inter-pod failover) and the cluster does not serve
+//! `resource.k8s.io/v1` (Kubernetes before 1.34), the step fails with a clear message; a graph
+//! that asks for neither never needs the API.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use api::DynamoGraphDeployment;
+use api::v1beta1::{DynamoComponentDeploymentSharedSpec, GpuMemoryServiceMode};
+use k8s_openapi::api::core::v1::ResourceRequirements;
+use k8s_openapi::api::resource::v1::{
+    DeviceClaim, DeviceClass, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec,
+    ResourceClaimTemplate, ResourceClaimTemplateSpec,
+};
+use kit::{Event, Reader, ReaderExt, Selector, Writer};
+use kube::ResourceExt;
+
+use crate::child::{self, Ownership};
+use crate::error::{Error, Result};
+use crate::naming;
+
+/// DeviceClass of GMS templates when the component names none.
+pub const DEFAULT_DEVICE_CLASS: &str = "gpu.nvidia.com";
+/// Name of the device request in a GMS template.
+pub const DEVICE_REQUEST: &str = "gpus";
+
+/// Ensures the GMS ResourceClaimTemplates of a graph and removes the stale ones.
+pub struct GmsReconciler {
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+}
+
+/// The template one component wants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GmsClaim {
+    /// Component name.
+    pub component: String,
+    /// GPUs of the main container.
+    pub gpus: i64,
+    /// DRA DeviceClass.
+    pub device_class: String,
+}
+
+impl GmsReconciler {
+    /// A reconciler reading through `reader` and writing through `writer`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
+        Self { reader, writer }
+    }
+
+    /// Converge the templates of `dgd`.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let claims = resolve(dgd)?;
+        let requested = !claims.is_empty()
+            || dgd.spec.components.iter().any(|c| {
+                c.experimental
+                    .as_ref()
+                    .and_then(|e| e.failover.as_ref())
+                    .is_some_and(|f| f.mode == Some(GpuMemoryServiceMode::InterPod))
+            });
+        let dgd_name = dgd.name_any();
+        let namespace = dgd.namespace();
+        let ns = namespace.as_deref();
+        let selector: Selector = naming::graph_labels(&dgd_name).into_iter().collect();
+        let existing: Vec<ResourceClaimTemplate> = match self.reader.list(ns, &selector).await {
+            Ok(list) => list,
+            Err(e) if e.is_not_found() => {
+                if requested {
+                    return Err(Error::Unavailable(
+                        "gpuMemoryService / inter-pod GMS failover requires DRA (Dynamic Resource Allocation), \
+                         but the resource.k8s.io/v1 API is not served by this cluster (it requires Kubernetes 1.34+)"
+                            .into(),
+                    ));
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(Error::api(format!("list ResourceClaimTemplate in {}", ns.unwrap_or_default()))(e)),
+        };
+
+        let mut wanted = BTreeSet::new();
+        for claim in claims.iter().filter(|c| c.gpus > 0) {
+            let class: Option<DeviceClass> = self
+                .reader
+                .get(None, &claim.device_class)
+                .await
+                .map_err(Error::api(format!("get DeviceClass {}", claim.device_class)))?;
+            if class.is_none() {
+                return Err(Error::Missing(format!(
+                    "DeviceClass {:?} not found: ensure the GPU DRA driver is installed and the device class is registered",
+                    claim.device_class
+                )));
+            }
+            let template = render(dgd, claim)?;
+            let name = template.name_any();
+            let ensured = child::ensure(
+                &*self.reader,
+                &*self.writer,
+                &template,
+                Ownership::ControlledBy(dgd),
+            )
+            .await?;
+            child::record(events, ensured, "ResourceClaimTemplate", ns, &name);
+            wanted.insert(name);
+        }
+        for stale in existing
+            .iter()
+            .filter(|t| !wanted.contains(&t.name_any()) && child::is_controlled_by(&t.metadata, dgd))
+        {
+            child::delete_observed(&*self.writer, stale).await?;
+            child::record_deleted(events, "ResourceClaimTemplate", ns, &stale.name_any());
+        }
+        Ok(())
+    }
+}
+
+/// The templates the components of `dgd` want (GPU count 0 included: such a component gets
+/// none).
+pub fn resolve(dgd: &DynamoGraphDeployment) -> Result<Vec<GmsClaim>> {
+    let mut claims = Vec::new();
+    for component in &dgd.spec.components {
+        let Some(gms) = component
+            .experimental
+            .as_ref()
+            .and_then(|e| e.gpu_memory_service.as_ref())
+        else {
+            continue;
+        };
+        let gpus = main_container_gpus(component).map_err(|e| {
+            Error::InvalidSpec(format!(
+                "invalid GPU resource requirements for GMS ResourceClaimTemplate for {}: {e}",
+                component.name
+            ))
+        })?;
+        claims.push(GmsClaim {
+            component: component.name.clone(),
+            gpus,
+            device_class: gms
+                .device_class_name
+                .clone()
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| DEFAULT_DEVICE_CLASS.to_string()),
+        });
+    }
+    Ok(claims)
+}
+
+/// The template of `claim`, owned by the graph.
+pub fn render(dgd: &DynamoGraphDeployment, claim: &GmsClaim) -> Result<ResourceClaimTemplate> {
+    let dgd_name = dgd.name_any();
+    let mut labels = naming::graph_labels(&dgd_name);
+    labels.insert(
+        api::labels::DYNAMO_COMPONENT.to_string(),
+        claim.component.clone(),
+    );
+    if let Some(t) = dgd.spec.component(&claim.component).and_then(|c| c.r#type) {
+        labels.insert(
+            api::labels::DYNAMO_COMPONENT_TYPE.to_string(),
+            t.as_str().to_string(),
+        );
+    }
+    Ok(ResourceClaimTemplate {
+        metadata: child::owned_meta(
+            dgd,
+            naming::resource_claim_template_name(&dgd_name, &claim.component),
+            labels,
+        )?,
+        spec: ResourceClaimTemplateSpec {
+            metadata: None,
+            spec: ResourceClaimSpec {
+                devices: Some(DeviceClaim {
+                    requests: Some(vec![DeviceRequest {
+                        name: DEVICE_REQUEST.to_string(),
+                        exactly: Some(ExactDeviceRequest {
+                            device_class_name: claim.device_class.clone(),
+                            allocation_mode: Some("ExactCount".into()),
+                            count: Some(claim.gpus),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+            },
+        },
+    })
+}
+
+/// Whether a resource name counts GPUs (as upstream: `nvidia.com/gpu`, `gpu`, `*/gpu`, MIG
+/// shapes `*/mig-*`, `gpu.*`).
+fn is_gpu_resource(name: &str) -> bool {
+    let n = name.to_lowercase();
+    n == "nvidia.com/gpu" || n == "gpu" || n.ends_with("/gpu") || n.contains("/mig-") || n.starts_with("gpu.")
+}
+
+/// The GPUs of the component's main container: limits first, then requests; an error for
+/// several GPU resource names or a non-integer quantity.
+pub fn main_container_gpus(component: &DynamoComponentDeploymentSharedSpec) -> Result<i64, String> {
+    let Some(resources) = component.main_container().and_then(|c| c.resources.as_ref()) else {
+        return Ok(0);
+    };
+    gpu_count(resources)
+}
+
+fn gpu_count(resources: &ResourceRequirements) -> Result<i64, String> {
+    let names: BTreeSet<&String> = [&resources.limits, &resources.requests]
+        .into_iter()
+        .flatten()
+        .flat_map(BTreeMap::keys)
+        .filter(|n| is_gpu_resource(n))
+        .collect();
+    if names.len() > 1 {
+        return Err(format!(
+            "multiple scalar GPU resource keys {names:?} are ambiguous; specify exactly one per container"
+        ));
+    }
+    let Some(name) = names.into_iter().next() else {
+        return Ok(0);
+    };
+    let quantity = resources
+        .limits
+        .as_ref()
+        .and_then(|l| l.get(name))
+        .or_else(|| resources.requests.as_ref().and_then(|r| r.get(name)))
+        .map(|q| q.0.trim().to_string())
+        .unwrap_or_default();
+    quantity
+        .parse::<i64>()
+        .ok()
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| format!("GPU quantity {name}={quantity:?} is not a whole number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{component, dgd, reasons};
+    use api::ComponentType;
+    use api::v1beta1::{ExperimentalSpec, GpuMemoryServiceSpec};
+    use k8s_openapi::api::resource::v1::DeviceClassSpec;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kit::testing::{Double, Verb};
+
+    fn gms_worker(name: &str, gpus: &str, class: Option<&str>) -> DynamoComponentDeploymentSharedSpec {
+        let mut c = component(name, ComponentType::Worker);
+        c.experimental = Some(ExperimentalSpec {
+            gpu_memory_service: Some(GpuMemoryServiceSpec {
+                device_class_name: class.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let main = &mut c.pod_template.as_mut().unwrap().spec.as_mut().unwrap().containers[0];
+        main.resources = Some(ResourceRequirements {
+            limits: Some(BTreeMap::from([("nvidia.com/gpu".into(), Quantity(gpus.into()))])),
+            ..Default::default()
+        });
+        c
+    }
+
+    fn device_class(d: &Double, name: &str) {
+        d.insert(DeviceClass {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: DeviceClassSpec::default(),
+        });
+    }
+
+    fn template(d: &Double, name: &str) -> Option<ResourceClaimTemplate> {
+        d.object(Some("ns"), name)
+    }
+
+    #[tokio::test]
+    async fn creates_templates_then_writes_nothing() {
+        let d = Double::new();
+        device_class(&d, DEFAULT_DEVICE_CLASS);
+        let g = d.insert(dgd(
+            "g",
+            vec![gms_worker("Decode", "2", None), component("Frontend", ComponentType::Frontend)],
+        ));
+        let r = GmsReconciler::new(d.reader(), d.writer());
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ResourceClaimTemplateCreated"]);
+        let t = template(&d, "g-decode-gpu").unwrap();
+        let request = &t.spec.spec.devices.unwrap().requests.unwrap()[0];
+        let exactly = request.exactly.as_ref().unwrap();
+        assert_eq!((exactly.device_class_name.as_str(), exactly.count), ("gpu.nvidia.com", Some(2)));
+        assert!(child::is_controlled_by(&t.metadata, &g));
+
+        d.clear_writes();
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn drift_is_restored_and_unrequested_templates_are_deleted() {
+        let d = Double::new();
+        device_class(&d, "custom");
+        let g = d.insert(dgd("g", vec![gms_worker("W", "1", Some("custom"))]));
+        let r = GmsReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+
+        let mut t = template(&d, "g-w-gpu").unwrap();
+        t.spec.spec.devices.as_mut().unwrap().requests.as_mut().unwrap()[0]
+            .exactly
+            .as_mut()
+            .unwrap()
+            .count = Some(8);
+        d.insert(t);
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ResourceClaimTemplateUpdated"]);
+
+        // GMS turned off.
+        let mut off = g.clone();
+        off.spec.components = vec![component("W", ComponentType::Worker)];
+        let mut events = Vec::new();
+        r.reconcile(&off, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ResourceClaimTemplateDeleted"]);
+        assert!(template(&d, "g-w-gpu").is_none());
+    }
+
+    #[tokio::test]
+    async fn api_or_device_class_missing_fails_only_when_requested() {
+        let d = Double::new();
+        let g = d.insert(dgd("g", vec![gms_worker("W", "1", None)]));
+        let r = GmsReconciler::new(d.reader(), d.writer());
+        d.fail_next(Verb::List, "ResourceClaimTemplate", kit::Error::NotFound("the server could not find the requested resource".into()));
+        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert!(err.to_string().contains("resource.k8s.io/v1"));
+
+        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        assert!(err.to_string().contains("DeviceClass \"gpu.nvidia.com\" not found"), "{err}");
+        assert!(d.writes().is_empty());
+
+        let plain = d.insert(dgd("plain", vec![component("W", ComponentType::Worker)]));
+        d.fail_next(Verb::List, "ResourceClaimTemplate", kit::Error::NotFound("gone".into()));
+        r.reconcile(&plain, &mut Vec::new()).await.unwrap();
+    }
+
+    #[test]
+    fn gpu_counts() {
+        let res = |pairs: &[(&str, &str)]| ResourceRequirements {
+            limits: Some(pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()),
+            ..Default::default()
+        };
+        assert_eq!(gpu_count(&res(&[("nvidia.com/gpu", "4"), ("cpu", "2")])), Ok(4));
+        assert_eq!(gpu_count(&res(&[("nvidia.com/mig-3g.20gb", "1")])), Ok(1));
+        assert_eq!(gpu_count(&res(&[("cpu", "2")])), Ok(0));
+        assert!(gpu_count(&res(&[("nvidia.com/gpu", "1"), ("amd.com/gpu", "1")])).is_err());
+        assert!(gpu_count(&res(&[("nvidia.com/gpu", "500m")])).is_err());
+    }
+}
