@@ -1,0 +1,149 @@
+//! The `Ready` policy of the component pathway: one pure function, installed once per
+//! reconcile by the program. Reasons and messages are upstream's (users alert on them).
+//!
+//! | observed | state | Ready | reason | message |
+//! | --- | --- | --- | --- | --- |
+//! | rolling update pending or in progress | `pending` | False | `rolling_update_in_progress` | `Rolling update in progress` |
+//! | every component DCD ready | `successful` | True | `all_resources_are_ready` | `All resources are ready` |
+//! | otherwise | `pending` | False | `some_resources_are_not_ready` | `Resources not ready: <dcd>: <why>; ...` |
+//!
+//! A DCD is ready when its controller observed its latest generation and reports
+//! `Available=True` (`DynamoComponentDeployment::is_ready`), so a rollout's old pods never make a
+//! graph look ready early.
+
+use api::DgdState;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kit::conditions::{self, READY, Status};
+use reconcilers::rollout::{MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS};
+
+use crate::workloads::Readiness;
+
+/// Ready reason when every component is ready.
+pub const REASON_ALL_READY: &str = "all_resources_are_ready";
+/// Ready message when every component is ready.
+pub const MESSAGE_ALL_READY: &str = "All resources are ready";
+/// Ready reason when some component is not ready.
+pub const REASON_SOME_NOT_READY: &str = "some_resources_are_not_ready";
+
+/// The graph state and `Ready` condition at `generation`, given whether a rolling update runs
+/// and the readiness of every desired DCD (in the order to report them).
+pub fn ready_condition(
+    generation: i64,
+    rolling: bool,
+    readiness: &[Readiness],
+) -> (DgdState, Condition) {
+    if rolling {
+        return (
+            DgdState::Pending,
+            conditions::new(
+                READY,
+                Status::False,
+                REASON_ROLLING_UPDATE_IN_PROGRESS,
+                MESSAGE_ROLLING_UPDATE_IN_PROGRESS,
+                generation,
+            ),
+        );
+    }
+    let not_ready: Vec<String> = readiness
+        .iter()
+        .filter_map(|r| {
+            r.not_ready
+                .as_ref()
+                .map(|why| format!("{}: {why}", r.resource))
+        })
+        .collect();
+    if not_ready.is_empty() {
+        (
+            DgdState::Successful,
+            conditions::new(
+                READY,
+                Status::True,
+                REASON_ALL_READY,
+                MESSAGE_ALL_READY,
+                generation,
+            ),
+        )
+    } else {
+        (
+            DgdState::Pending,
+            conditions::new(
+                READY,
+                Status::False,
+                REASON_SOME_NOT_READY,
+                format!("Resources not ready: {}", not_ready.join("; ")),
+                generation,
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(resource: &str, not_ready: Option<&str>) -> Readiness {
+        Readiness {
+            resource: resource.into(),
+            component: resource.into(),
+            not_ready: not_ready.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn rollout_wins_over_readiness() {
+        let (state, c) = ready_condition(4, true, &[r("a", None)]);
+        assert_eq!(state, DgdState::Pending);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            (
+                "False",
+                "rolling_update_in_progress",
+                "Rolling update in progress"
+            )
+        );
+        assert_eq!(c.observed_generation, Some(4));
+    }
+
+    #[test]
+    fn all_ready_is_successful() {
+        let (state, c) = ready_condition(1, false, &[r("a", None), r("b", None)]);
+        assert_eq!(state, DgdState::Successful);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("True", "all_resources_are_ready", "All resources are ready")
+        );
+    }
+
+    #[test]
+    fn an_empty_graph_is_ready() {
+        let (state, c) = ready_condition(1, false, &[]);
+        assert_eq!(state, DgdState::Successful);
+        assert_eq!(c.status, "True");
+    }
+
+    #[test]
+    fn not_ready_names_every_component_in_order() {
+        let (state, c) = ready_condition(
+            2,
+            false,
+            &[
+                r(
+                    "g-frontend",
+                    Some("spec not yet processed: generation=1, observedGeneration=0"),
+                ),
+                r("g-planner", None),
+                r(
+                    "g-worker-1234abcd",
+                    Some("Component deployment not ready - Available condition not true"),
+                ),
+            ],
+        );
+        assert_eq!(state, DgdState::Pending);
+        assert_eq!(c.reason, "some_resources_are_not_ready");
+        assert_eq!(
+            c.message,
+            "Resources not ready: g-frontend: spec not yet processed: generation=1, observedGeneration=0; \
+             g-worker-1234abcd: Component deployment not ready - Available condition not true"
+        );
+    }
+}

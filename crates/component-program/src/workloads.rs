@@ -1,0 +1,605 @@
+//! The component pathway's workloads: one DynamoComponentDeployment (DCD) per component.
+//!
+//! [`render`] builds the desired DCDs (pure); [`Workloads::reconcile`] converges them and
+//! removes the ones no longer wanted.
+//!
+//! # What a DCD carries
+//! - **Name** `<dgd>-<component, lowercased>`, plus `-<worker hash>` for worker components.
+//! - **Labels**: the component pod template's labels, then graph name, component, component
+//!   type, Dynamo namespace, and on workers the worker hash.
+//! - **Spec**: the component spec with `backendFramework` from the graph, and on the pod
+//!   template, as upstream: the graph's `env` prepended to the `main` container's env (component
+//!   entries with the same name win), the graph's `annotations`/`labels` and its propagated
+//!   metadata annotations (`nvidia.com/enable-metrics`, discovery settings, ...) added where the
+//!   pod template does not set them, the worker hash label on workers, the planner service
+//!   account on planners, and `nvidia.com/restartAt` when a restart asks for it (otherwise the
+//!   live DCD's value is kept, so restarts are never undone).
+//! - **Replicas**: the component's, except for components with a scaling adapter: then
+//!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it.
+//! - A controller owner reference to the graph (garbage collection deletes DCDs with it).
+//!
+//! # Writing only what changed
+//! Each desired DCD is stamped with `nvidia.com/last-applied-hash`, a digest of the body this
+//! step applies. A DCD is applied (server-side, field manager [`FIELD_MANAGER`], forced) only
+//! when the live one carries a different digest or no longer holds a field we set (user drift).
+//! A converged graph therefore issues no write, however often DCD status changes, and a field
+//! removed from the spec is removed from the DCD (server-side apply drops fields the manager
+//! stops applying).
+//!
+//! # Removing DCDs
+//! DCDs the graph controls (label `nvidia.com/dynamo-graph-deployment-name`, controller uid)
+//! that are not desired are deleted with a uid precondition, except worker DCDs of a generation
+//! the rollout retains (the serving generation during a rolling update). DCDs controlled by
+//! another object are never touched; one in the way of a desired name is an ownership conflict.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use api::labels;
+use api::v1beta1::{ComponentReplicaStatus, MAIN_CONTAINER_NAME};
+use api::{
+    ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSharedSpec,
+    DynamoComponentDeploymentSpec, DynamoGraphDeployment, DynamoGraphDeploymentStatus,
+};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kube::{Resource, ResourceExt};
+use reconcilers::naming;
+use reconcilers::restart::RestartStamps;
+use reconcilers::rollout::WorkerGeneration;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Field manager of the DCDs this step applies.
+pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
+/// Annotation: digest of the DCD body last applied.
+pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
+/// Failure reason of the workloads step (upstream's default failure reason).
+pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
+/// Event: a DCD was created.
+pub const EVENT_DCD_CREATED: &str = "DynamoComponentDeploymentCreated";
+/// Event: a DCD was changed back to its desired state.
+pub const EVENT_DCD_UPDATED: &str = "DynamoComponentDeploymentUpdated";
+/// Event: a DCD no longer wanted was deleted.
+pub const EVENT_DCD_DELETED: &str = "DynamoComponentDeploymentDeleted";
+
+/// Graph metadata annotations copied onto every pod template that does not set them.
+pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
+    labels::ENABLE_METRICS,
+    labels::DYNAMO_DISCOVERY_BACKEND,
+    labels::DYNAMO_KUBE_DISCOVERY_MODE,
+    labels::DYNAMO_OPERATOR_ORIGIN_VERSION,
+    labels::VLLM_DISTRIBUTED_EXECUTOR_BACKEND,
+];
+
+/// Why the workloads step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Listing the graph's DCDs failed.
+    #[error("list DynamoComponentDeployments: {0}")]
+    List(#[source] kit::Error),
+    /// Applying a DCD failed.
+    #[error("apply DynamoComponentDeployment {name}: {source}")]
+    Apply {
+        /// The DCD.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// Deleting a DCD failed.
+    #[error("delete DynamoComponentDeployment {name}: {source}")]
+    Delete {
+        /// The DCD.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// A DCD with a desired name is controlled by another object.
+    #[error("DynamoComponentDeployment {name} {owner}; refusing to modify it")]
+    OwnershipConflict {
+        /// The DCD.
+        name: String,
+        /// Who controls it, as a phrase.
+        owner: String,
+    },
+    /// The graph has no uid (it was never stored).
+    #[error("DynamoGraphDeployment {0} has no uid")]
+    NoUid(String),
+}
+
+/// Readiness of one desired DCD.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    /// The DCD name.
+    pub resource: String,
+    /// The component it deploys.
+    pub component: String,
+    /// `None` when ready, else why not (`DynamoComponentDeployment::is_ready`).
+    pub not_ready: Option<String>,
+}
+
+/// What the workloads step observed after converging.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Per-component replica status (from each DCD's `status.component`; during a rolling
+    /// update the retained generation's backing names are added to `componentNames`).
+    pub components: BTreeMap<String, ComponentReplicaStatus>,
+    /// Readiness of every desired DCD, sorted by DCD name.
+    pub readiness: Vec<Readiness>,
+}
+
+/// The workloads step.
+pub struct Workloads {
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+}
+
+impl Workloads {
+    /// A workloads step reading DCDs with `reader` and writing them with `writer`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
+        Workloads { reader, writer }
+    }
+
+    /// Converge the DCDs of `dgd` at worker `generation`, stamping `restart`; mutation events go
+    /// to `out`.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        generation: &WorkerGeneration,
+        restart: Option<&RestartStamps>,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<Report, Error> {
+        let ns = dgd.namespace();
+        let selector = Selector::from_iter([(
+            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+            dgd.name_any(),
+        )]);
+        let listed: Vec<DynamoComponentDeployment> = self
+            .reader
+            .list(ns.as_deref(), &selector)
+            .await
+            .map_err(Error::List)?;
+        let mut live: BTreeMap<String, DynamoComponentDeployment> =
+            listed.into_iter().map(|d| (d.name_any(), d)).collect();
+        let desired = render(dgd, generation, restart, &live)?;
+        let desired_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
+
+        let mut report = Report::default();
+        for dcd in &desired {
+            let name = dcd.name_any();
+            let component = dcd.spec.component.name.clone();
+            // The list selects by label; a DCD whose labels drifted still holds the name.
+            let observed = match live.remove(&name) {
+                Some(d) => Some(d),
+                None => self
+                    .reader
+                    .get::<DynamoComponentDeployment>(ns.as_deref(), &name)
+                    .await
+                    .map_err(Error::List)?,
+            };
+            let current = self.ensure(dgd, dcd, observed, out).await?;
+            if let Some(status) = current.status.as_ref().and_then(|s| s.component.clone()) {
+                report.components.insert(component.clone(), status);
+            }
+            report.readiness.push(Readiness {
+                resource: name,
+                component,
+                not_ready: current.is_ready().err(),
+            });
+        }
+        report.readiness.sort_by(|a, b| a.resource.cmp(&b.resource));
+
+        for (name, dcd) in &live {
+            if desired_names.contains(name) || !controlled_by(&dcd.metadata, dgd) {
+                continue;
+            }
+            if retained(dgd, generation, dcd) {
+                let component = dcd.spec.component.name.clone();
+                if let (Some(entry), Some(old)) = (
+                    report.components.get_mut(&component),
+                    dcd.status.as_ref().and_then(|s| s.component.as_ref()),
+                ) {
+                    for n in &old.component_names {
+                        if !entry.component_names.contains(n) {
+                            entry.component_names.push(n.clone());
+                        }
+                    }
+                }
+                continue;
+            }
+            self.delete(dcd, out).await?;
+        }
+        Ok(report)
+    }
+
+    /// Apply `desired` unless `observed` already matches; returns the DCD as it now is.
+    async fn ensure(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        desired: &DynamoComponentDeployment,
+        observed: Option<DynamoComponentDeployment>,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<DynamoComponentDeployment, Error> {
+        let name = desired.name_any();
+        if let Some(observed) = &observed {
+            if !controlled_by(&observed.metadata, dgd) {
+                let owner = observed
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| format!("is controlled by {} {}", o.kind, o.name))
+                    .unwrap_or_else(|| "has no controller owner".to_string());
+                return Err(Error::OwnershipConflict { name, owner });
+            }
+            if matches(observed, desired) {
+                return Ok(observed.clone());
+            }
+        }
+        let applied = self
+            .writer
+            .apply(desired, Some(FIELD_MANAGER))
+            .await
+            .map_err(|source| Error::Apply {
+                name: name.clone(),
+                source,
+            })?;
+        if applied.changed {
+            let key = kit::object::key(desired.namespace().as_deref(), &name);
+            if observed.is_some() {
+                tracing::info!(dcd = %key, "restored DynamoComponentDeployment");
+                out.normal(
+                    EVENT_DCD_UPDATED,
+                    format!("Updated DynamoComponentDeployment {key}"),
+                );
+            } else {
+                tracing::info!(dcd = %key, "created DynamoComponentDeployment");
+                out.normal(
+                    EVENT_DCD_CREATED,
+                    format!("Created DynamoComponentDeployment {key}"),
+                );
+            }
+        }
+        Ok(applied.object)
+    }
+
+    async fn delete(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        if dcd.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let name = dcd.name_any();
+        let preconditions = Preconditions {
+            uid: dcd.metadata.uid.clone(),
+            resource_version: None,
+        };
+        match self
+            .writer
+            .delete::<DynamoComponentDeployment>(
+                dcd.namespace().as_deref(),
+                &name,
+                &preconditions,
+                None,
+            )
+            .await
+        {
+            Ok(Deleted::NotFound) => Ok(()),
+            Ok(_) => {
+                let key = kit::object::key(dcd.namespace().as_deref(), &name);
+                tracing::info!(dcd = %key, "deleted DynamoComponentDeployment");
+                out.normal(
+                    EVENT_DCD_DELETED,
+                    format!("Deleted DynamoComponentDeployment {key}"),
+                );
+                Ok(())
+            }
+            // Replaced by another object of that name since it was read: not ours.
+            Err(e) if e.is_conflict() => Ok(()),
+            Err(source) => Err(Error::Delete { name, source }),
+        }
+    }
+}
+
+/// Whether a non-desired DCD is a worker DCD of a generation the rollout keeps.
+fn retained(
+    dgd: &DynamoGraphDeployment,
+    generation: &WorkerGeneration,
+    dcd: &DynamoComponentDeployment,
+) -> bool {
+    let is_current_worker = dgd
+        .spec
+        .component(&dcd.spec.component.name)
+        .is_some_and(|c| naming::is_worker(c.r#type));
+    let hash = dcd.labels().get(labels::DYNAMO_WORKER_HASH);
+    is_current_worker && hash.is_some_and(|h| generation.retained.contains(h))
+}
+
+fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
+    let uid = dgd.metadata.uid.as_deref();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}
+
+/// Whether the live DCD carries the desired digest and every field the desired one sets.
+fn matches(observed: &DynamoComponentDeployment, desired: &DynamoComponentDeployment) -> bool {
+    let digest = |d: &DynamoComponentDeployment| d.annotations().get(LAST_APPLIED_HASH).cloned();
+    if digest(observed) != digest(desired) {
+        return false;
+    }
+    let (Ok(o), Ok(d)) = (
+        serde_json::to_value(observed),
+        serde_json::to_value(desired),
+    ) else {
+        return false;
+    };
+    contains(&o, &d)
+}
+
+/// Whether `observed` holds every field `desired` sets, with the same value (objects field by
+/// field, lists element by element with equal length, owner references as a set).
+pub fn contains(observed: &Value, desired: &Value) -> bool {
+    match (observed, desired) {
+        (_, Value::Null) => true,
+        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| match o.get(k) {
+            Some(Value::Array(ov)) if k == "ownerReferences" => match dv {
+                Value::Array(dv) => dv.iter().all(|x| ov.iter().any(|y| contains(y, x))),
+                _ => false,
+            },
+            Some(ov) => contains(ov, dv),
+            None => dv.is_null(),
+        }),
+        (Value::Array(o), Value::Array(d)) => {
+            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
+        }
+        (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
+        (o, d) => o == d,
+    }
+}
+
+/// The desired DCDs of `dgd` at worker `generation`. `live` are the graph's DCDs by name (their
+/// `nvidia.com/restartAt` values are kept where `restart` does not set one).
+pub fn render(
+    dgd: &DynamoGraphDeployment,
+    generation: &WorkerGeneration,
+    restart: Option<&RestartStamps>,
+    live: &BTreeMap<String, DynamoComponentDeployment>,
+) -> Result<Vec<DynamoComponentDeployment>, Error> {
+    let owner = owner_reference(dgd)?;
+    dgd.spec
+        .components
+        .iter()
+        .map(|component| {
+            let name = naming::dcd_name(dgd, component, Some(&generation.target));
+            let live_restart = live
+                .get(&name)
+                .and_then(|d| template_annotation(&d.spec.component, labels::RESTART_AT));
+            let restart_at = restart
+                .and_then(|r| r.value_for(&component.name))
+                .map(str::to_string)
+                .or(live_restart);
+            Ok(render_one(
+                dgd,
+                component,
+                name,
+                &generation.target,
+                restart_at,
+                &owner,
+            ))
+        })
+        .collect()
+}
+
+fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, Error> {
+    dgd.controller_owner_ref(&())
+        .filter(|o| !o.uid.is_empty())
+        .ok_or_else(|| Error::NoUid(dgd.name_any()))
+}
+
+fn template_annotation(spec: &DynamoComponentDeploymentSharedSpec, key: &str) -> Option<String> {
+    spec.pod_template
+        .as_ref()?
+        .metadata
+        .as_ref()?
+        .annotations
+        .as_ref()?
+        .get(key)
+        .cloned()
+}
+
+fn render_one(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+    name: String,
+    worker_hash: &str,
+    restart_at: Option<String>,
+    owner: &OwnerReference,
+) -> DynamoComponentDeployment {
+    let dgd_name = dgd.name_any();
+    let k8s_ns = dgd.namespace().unwrap_or_default();
+    let worker = naming::is_worker(component.r#type);
+    let mut spec = component.clone();
+
+    // Metadata labels: the pod template's, then ours.
+    let mut dcd_labels: BTreeMap<String, String> = component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    dcd_labels.extend(naming::component_labels(&dgd_name, component));
+    dcd_labels.insert(
+        labels::DYNAMO_NAMESPACE.to_string(),
+        naming::dynamo_namespace(component.global_dynamo_namespace, &k8s_ns, &dgd_name),
+    );
+    if worker {
+        dcd_labels.insert(
+            labels::DYNAMO_WORKER_HASH.to_string(),
+            worker_hash.to_string(),
+        );
+    }
+
+    // Pod template: graph env, metadata, worker hash, restart, planner service account.
+    let template = spec
+        .pod_template
+        .get_or_insert_with(PodTemplateSpec::default);
+    if !dgd.spec.env.is_empty() {
+        let main = main_container(template);
+        main.env = Some(merge_env(
+            &dgd.spec.env,
+            main.env.as_deref().unwrap_or_default(),
+        ));
+    }
+    let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
+    let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    for (k, v) in &dgd.spec.annotations {
+        annotations.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    if let Some(graph_annotations) = dgd.metadata.annotations.as_ref() {
+        for key in PROPAGATED_ANNOTATIONS {
+            if let Some(v) = graph_annotations.get(key) {
+                annotations
+                    .entry(key.to_string())
+                    .or_insert_with(|| v.clone());
+            }
+        }
+    }
+    if let Some(at) = restart_at {
+        annotations.insert(labels::RESTART_AT.to_string(), at);
+    }
+    let template_labels = meta.labels.get_or_insert_with(BTreeMap::new);
+    for (k, v) in &dgd.spec.labels {
+        template_labels
+            .entry(k.clone())
+            .or_insert_with(|| v.clone());
+    }
+    if worker {
+        template_labels.insert(
+            labels::DYNAMO_WORKER_HASH.to_string(),
+            worker_hash.to_string(),
+        );
+    }
+    if meta.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
+        meta.annotations = None;
+    }
+    if meta.labels.as_ref().is_some_and(BTreeMap::is_empty) {
+        meta.labels = None;
+    }
+    if component.r#type == Some(ComponentType::Planner) {
+        template
+            .spec
+            .get_or_insert_with(PodSpec::default)
+            .service_account_name = Some(labels::PLANNER_SERVICE_ACCOUNT.to_string());
+    }
+    if component.scaling_adapter.is_some() {
+        spec.replicas = None;
+    }
+
+    let mut dcd = DynamoComponentDeployment {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: dgd.namespace(),
+            labels: Some(dcd_labels),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        },
+        spec: DynamoComponentDeploymentSpec {
+            backend_framework: dgd.spec.backend_framework,
+            component: spec,
+        },
+        status: None,
+    };
+    let digest = digest(&dcd);
+    dcd.metadata.annotations = Some(BTreeMap::from([(LAST_APPLIED_HASH.to_string(), digest)]));
+    dcd
+}
+
+/// The `main` container, created if the template has none.
+fn main_container(template: &mut PodTemplateSpec) -> &mut Container {
+    let spec = template.spec.get_or_insert_with(PodSpec::default);
+    let index = match spec
+        .containers
+        .iter()
+        .position(|c| c.name == MAIN_CONTAINER_NAME)
+    {
+        Some(i) => i,
+        None => {
+            spec.containers.push(Container {
+                name: MAIN_CONTAINER_NAME.to_string(),
+                ..Default::default()
+            });
+            spec.containers.len() - 1
+        }
+    };
+    &mut spec.containers[index]
+}
+
+/// The graph env first (in its order, an entry replaced by the component's of the same name),
+/// then the component's other entries.
+pub fn merge_env(graph: &[EnvVar], component: &[EnvVar]) -> Vec<EnvVar> {
+    let mut merged: Vec<EnvVar> = graph
+        .iter()
+        .map(|g| {
+            component
+                .iter()
+                .find(|c| c.name == g.name)
+                .unwrap_or(g)
+                .clone()
+        })
+        .collect();
+    merged.extend(
+        component
+            .iter()
+            .filter(|c| !graph.iter().any(|g| g.name == c.name))
+            .cloned(),
+    );
+    merged
+}
+
+/// 16 hex digits of SHA-256 over the canonical JSON of what is applied.
+fn digest(dcd: &DynamoComponentDeployment) -> String {
+    let value = serde_json::to_value(dcd).unwrap_or(Value::Null);
+    let mut text = String::new();
+    canonical(&mut text, &value);
+    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string()
+}
+
+fn canonical(out: &mut String, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let _ = write!(out, "{}:", Value::String(k.clone()));
+                canonical(out, &map[k]);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(out, v);
+            }
+            out.push(']');
+        }
+        other => {
+            let _ = write!(out, "{other}");
+        }
+    }
+}
