@@ -105,6 +105,60 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAME", global = true)]
     pub identity: Option<String>,
 
+    /// Serve the DynamoGraphDeployment conversion webhook (v1alpha1 ⇄ v1beta1).
+    #[arg(long, env = "DYNAMO_OPERATOR_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub webhook: bool,
+
+    /// Address of the conversion webhook (HTTPS).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_WEBHOOK_ADDRESS",
+        default_value = "0.0.0.0:9443",
+        global = true
+    )]
+    pub webhook_address: SocketAddr,
+
+    /// Folder with `tls.crt`, `tls.key` (and optionally `ca.crt`) for the webhook, e.g. mounted
+    /// from cert-manager. When unset, a self-signed CA is kept in `--webhook-secret`.
+    #[arg(long, env = "DYNAMO_OPERATOR_WEBHOOK_CERT_DIR", global = true)]
+    pub webhook_cert_dir: Option<PathBuf>,
+
+    /// Secret (in the operator's namespace) holding the self-signed webhook CA.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_WEBHOOK_SECRET",
+        default_value = "dynamo-operator-webhook-ca",
+        global = true
+    )]
+    pub webhook_secret: String,
+
+    /// Service that routes to the webhook (in the operator's namespace).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_WEBHOOK_SERVICE",
+        default_value = "dynamo-operator-webhook",
+        global = true
+    )]
+    pub webhook_service: String,
+
+    /// Port of that Service.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_WEBHOOK_SERVICE_PORT",
+        default_value_t = 443,
+        global = true
+    )]
+    pub webhook_service_port: i32,
+
+    /// Reach the webhook at this base URL instead of the Service (an operator running outside
+    /// the cluster), e.g. `https://127.0.0.1:9443`.
+    #[arg(long, env = "DYNAMO_OPERATOR_WEBHOOK_URL", global = true)]
+    pub webhook_url: Option<String>,
+
+    /// Point the DynamoGraphDeployment CRD's conversion webhook at this operator at start-up.
+    #[arg(long, env = "DYNAMO_OPERATOR_MANAGE_CRD_CONVERSION", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub manage_crd_conversion: bool,
+
     /// Concurrent reconciles of DynamoGraphDeployments.
     #[arg(
         long,
@@ -140,6 +194,14 @@ impl RunArgs {
             .clone()
             .or_else(|| std::env::var("HOSTNAME").ok())
             .unwrap_or_else(|| format!("dynamo-operator-{}", std::process::id()))
+    }
+
+    /// The operator's own namespace (webhook Secret and Service).
+    pub fn own_namespace(&self) -> String {
+        std::env::var("POD_NAMESPACE")
+            .ok()
+            .or_else(|| self.namespace.clone())
+            .unwrap_or_else(|| "dynamo-system".to_string())
     }
 
     /// The namespace of the Lease.

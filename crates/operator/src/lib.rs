@@ -17,6 +17,7 @@ pub mod controllers;
 pub mod metrics;
 pub mod telemetry;
 pub mod triggers;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -78,6 +79,17 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
         admin_stop.clone(),
     ));
 
+    // The conversion webhook runs on every replica, leader or not.
+    let webhook_task = if args.webhook {
+        Some(tokio::spawn(start_webhook(
+            args.clone(),
+            client.clone(),
+            admin_stop.clone(),
+        )))
+    } else {
+        None
+    };
+
     // Leadership first: a standby builds nothing.
     let mut lease = None;
     if args.leader_elect {
@@ -106,6 +118,9 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
                     let _ = task.await;
                     admin_stop.cancel();
                     let _ = admin_task.await;
+                    if let Some(webhook) = webhook_task {
+                        let _ = webhook.await;
+                    }
                     return Ok(Exit::Shutdown);
                 }
             }
@@ -163,5 +178,46 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     }
     admin_stop.cancel();
     let _ = admin_task.await;
+    if let Some(webhook) = webhook_task {
+        let _ = webhook.await;
+    }
     Ok(exit)
+}
+
+/// Certificates, CRD conversion config, then the webhook server until `stop`.
+async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
+    let endpoint = match &args.webhook_url {
+        Some(url) => webhook::Endpoint::Url(url.clone()),
+        None => webhook::Endpoint::Service {
+            namespace: args.own_namespace(),
+            name: args.webhook_service.clone(),
+            port: args.webhook_service_port,
+        },
+    };
+    let result = async {
+        let tls = match &args.webhook_cert_dir {
+            Some(dir) => webhook::tls_from_dir(dir)?,
+            None => {
+                webhook::tls_from_secret(
+                    client.clone(),
+                    &args.own_namespace(),
+                    &args.webhook_secret,
+                    &endpoint,
+                )
+                .await?
+            }
+        };
+        if args.manage_crd_conversion {
+            webhook::ensure_crd_conversion(client.clone(), &endpoint, &tls.ca_bundle).await?;
+        }
+        webhook::serve(args.webhook_address, &tls, stop).await
+    }
+    .await;
+    if let Err(error) = result {
+        // Without the webhook only v1alpha1 requests fail; v1beta1 keeps working.
+        tracing::error!(
+            error = format!("{error:#}"),
+            "conversion webhook unavailable; v1alpha1 DynamoGraphDeployments cannot be served"
+        );
+    }
 }
