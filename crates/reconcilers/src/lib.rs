@@ -2,6 +2,7 @@
 //! workload programs nest them; each owns one family, takes only the capabilities it uses, and
 //! returns data (status fragments, queued events) instead of writing status.
 
+pub mod checkpoints;
 pub mod child;
 pub mod discovery;
 pub mod error;
