@@ -1,1 +1,141 @@
-//! DynamoComponentDeployment controller: renders Deployments and Services.
+//! DynamoComponentDeployment controller: renders each DCD to a Deployment and a Service (a
+//! LeaderWorkerSet for multinode components), converges them by server-side apply, and reports
+//! the DCD status.
+//!
+//! # Structure
+//! - [`render()`] (pure, no I/O): the objects a DCD wants ([`Rendered`]).
+//! - [`DcdReconciler`]: `new(reader, writer)`, `reconcile(&dcd)` → [`kit::Reconciled`] with the
+//!   complete [`api::DynamoComponentDeploymentStatus`]. The top level (the operator's
+//!   [`kit::run::Runner`], or [`kit::run::finish`] in tests) persists it and publishes the
+//!   queued events.
+//! - [`watches`]: what the controller watches and which changes matter.
+//!
+//! # Reconcile
+//! 1. Being deleted: nothing (garbage collection removes the children; no finalizer).
+//! 2. [`api::validate::validate_dcd`]: on violations `Available=False`, reason `InvalidSpec`,
+//!    the violations as message, a `Warning` event, no child touched, no retry until the DCD
+//!    changes.
+//! 3. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
+//!    `<dcd>-0` when the cluster serves `leaderworkerset.x-k8s.io/v1`
+//!    ([`DcdReconciler::with_leader_worker_set`]); otherwise `Available=False`, reason
+//!    `LeaderWorkerSetUnavailable`, one `Warning` event, and nothing is touched (no workload, no
+//!    Service) until the DCD changes.
+//! 4. The Service: applied when wanted, deleted (uid precondition) when not wanted and
+//!    controlled by this DCD.
+//! 5. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
+//!    LeaderWorkerSetNotReady`), `DynamoComponentReady` (`ComponentReady|ComponentNotReady`),
+//!    `component` (`componentKind`, `componentNames`, `runtimeNamespace`, `replicas`,
+//!    `updatedReplicas`, `readyReplicas`, `availableReplicas`, `gpusPerEngine`,
+//!    `gpusPerReplica`), `observedGeneration`.
+//!
+//! Children are written by server-side apply under the field manager [`FIELD_MANAGER`], with a
+//! controller owner reference to the DCD. A child of the same name controlled by another
+//! object is never taken over: `Available=False`, reason `OwnershipConflict`. A failed read or
+//! write sets `Available=False` with the step's reason (`DeploymentSyncFailed`,
+//! `LeaderWorkerSetSyncFailed`, `ServiceSyncFailed`) and the error as message, queues a
+//! `Warning` event, keeps the rest of the previous status, and retries with backoff.
+//!
+//! **No-op reconciles send nothing.** Each child carries `nvidia.com/last-applied-hash` (the
+//! hash of the applied body, as upstream's operator does); the apply is skipped when the live
+//! object holds every applied field with the same value. Drift of an owned field breaks that
+//! and is restored; a changed desired body changes the hash.
+//!
+//! **Events.** `DeploymentCreated`, `DeploymentUpdated`, `ServiceCreated`, `ServiceUpdated`,
+//! `ServiceDeleted`, `LeaderWorkerSetCreated`, `LeaderWorkerSetUpdated`: only when the write
+//! changed something. `Available` transitions are announced once (its reason as event reason),
+//! except the first `False` of a starting component. Upstream's per-reconcile `Reconciling`,
+//! `Update` and `UpdateDynamoGraphDeployment` events are not emitted.
+//!
+//! # Readiness
+//! A Deployment is ready exactly as upstream's `IsDeploymentReady`: not paused; desired
+//! replicas (`spec.replicas`, default 1) of 0 is ready; otherwise `status.observedGeneration ≥
+//! metadata.generation`, `updatedReplicas ≥ desired`, `availableReplicas ≥ desired`,
+//! `status.replicas == desired` (no surge pods left), and the `Available` condition `True`. A
+//! LeaderWorkerSet is ready with 0 desired replicas, or `readyReplicas ≥ desired` and its
+//! `Available` condition `True`. The DCD is ready (`DynamoComponentDeployment::is_ready`) when
+//! `observedGeneration ≥ generation` and `Available=True`.
+//!
+//! # Replica ownership
+//! The applied workload carries `spec.replicas` only when this controller owns the count: the
+//! DCD sets `replicas` and its component has no `scalingAdapter`. Otherwise the field is left
+//! out of the applied configuration, so server-side apply keeps whatever another manager (the
+//! scaling adapter, an HPA, a user with `kubectl scale`) set, and a new Deployment starts with
+//! the API default of 1. (Upstream always writes the DCD's value, or `nil`, which resets a
+//! foreign scale; see [`applied_replicas`].)
+//!
+//! # What is rendered
+//! **Deployment** `<dcd>`: labels = the DCD's labels, the pod template's labels, and
+//! `nvidia.com/dynamo-component`, `nvidia.com/dynamo-namespace` (the DCD's own values of those,
+//! of the graph name, worker hash and component class win); annotations = the pod template's
+//! (without `nvidia.com/dynamo-operator-origin-version`; topology annotations come from the
+//! DCD); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
+//! `maxUnavailable` 25% or `nvidia.com/deployment-rolling-update-max-surge|-max-unavailable`,
+//! or `Recreate` with `nvidia.com/deployment-strategy: Recreate`.
+//!
+//! **Pod template**: the same labels plus `nvidia.com/selector`,
+//! `nvidia.com/dynamo-graph-deployment-name`, `nvidia.com/dynamo-component-type`,
+//! `nvidia.com/metrics-enabled: "true"` (unless `nvidia.com/enable-metrics: "false"`), and with
+//! Kubernetes discovery `nvidia.com/dynamo-discovery-backend: kubernetes`,
+//! `nvidia.com/dynamo-discovery-enabled: "true"`. Pod spec: `terminationGracePeriodSeconds: 60`,
+//! `restartPolicy: Always`, `securityContext.fsGroup: 1000` unless the user sets a security
+//! context, ServiceAccount `planner-serviceaccount` for planners, else
+//! `<dgd>-k8s-service-discovery` with Kubernetes discovery, else `default`; the user's pod spec
+//! wins field by field. The `main` container is the operator default for the component type
+//! with the user's `main` merged over it: every field the user sets wins (command and args are
+//! kept from the user, lists replace lists, a user probe replaces the default probe), env vars
+//! merge by name (user wins) sorted by name; other containers are sidecars, kept as written.
+//! `/dev/shm`: volume `shared-memory` (emptyDir, medium Memory, size `sharedMemorySize` or 8Gi;
+//! none when it is `0`) mounted on `main`.
+//!
+//! | type | command / args | ports | probes | env (besides the common env) |
+//! | --- | --- | --- | --- | --- |
+//! | all | `/bin/sh -c` | | | `DYN_NAMESPACE`, `DYN_COMPONENT` (the type), `DYN_PARENT_DGD_K8S_NAME`, `DYN_PARENT_DGD_K8S_NAMESPACE`, `POD_NAME`, `POD_NAMESPACE`, `POD_UID`, `DYN_DISCOVERY_BACKEND=kubernetes` (unless etcd), `CONTAINER_NAME`/`DYN_KUBE_DISCOVERY_MODE` in container discovery mode |
+//! | frontend | `python3 -m dynamo.frontend` | `http` 8000 | liveness `/live` (15 s delay, 10 s period, 1 s timeout, 3 failures), readiness `/health` (10/10/3/3) on `http` | `DYNAMO_PORT`, `DYN_HTTP_PORT` = 8000, `DYN_NAMESPACE_PREFIX` |
+//! | worker, prefill, decode | | `system` 9090, `nixl` 19090 | liveness `/live` (5 s, 4 s, 1), readiness `/health` (10 s, 4 s, 3), startup `/live` (10 s, 5 s, 720) on `system` | `DYN_SYSTEM_ENABLED`, `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS`, `DYN_SYSTEM_PORT`, `DYN_HEALTH_CHECK_ENABLED=false`, `NIXL_TELEMETRY_*`, `DYN_NAMESPACE_WORKER_SUFFIX` (worker hash) |
+//! | planner | | `metrics` 9085, `system` 9090 | as workers | `PLANNER_PROMETHEUS_PORT`, `DYN_SYSTEM_PORT` |
+//!
+//! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
+//! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
+//! frontend. Labels as the Deployment plus the discovery labels, the same annotations, selector
+//! `nvidia.com/dynamo-component-type`, `nvidia.com/dynamo-namespace`,
+//! `nvidia.com/dynamo-component` (plus `role: leader` when multinode); port `http` 8000 →
+//! `http` for frontends, `grpc` 9002 (appProtocol http2) for epp, else `system` 9090 →
+//! `system`.
+//!
+//! **LeaderWorkerSet** `<dcd>-0`: `replicas` (same ownership rule), `startupPolicy:
+//! LeaderCreated`, `size` = nodeCount, leader and worker templates as above with label
+//! `role: leader|worker` and without `nvidia.com/selector`.
+//!
+//! The Dynamo namespace is the DCD's `nvidia.com/dynamo-namespace` label, else
+//! `<namespace>-<graph>` (`dynamo` with `globalDynamoNamespace`), the graph being the DCD's
+//! `nvidia.com/dynamo-graph-deployment-name` label or its DynamoGraphDeployment owner (the DCD
+//! name for a standalone DCD). A prefill/decode DCD that the graph labelled with alpha-era
+//! worker selectors (component type `worker` with a worker hash) keeps rendering type `worker`.
+//!
+//! # Not rendered (yet)
+//! Upstream renders these too; no conformance manifest needs them: operator-config inputs
+//! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
+//! credentials, ingress and Istio VirtualService, a ServiceAccount chosen by the
+//! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef` and the
+//! base-model label, `compilationCache`, `frontendSidecar`, `dynamoSidecar`, GPU memory service
+//! and failover, checkpoint restore, EPP-specific defaults, runtime-version-gated defaults
+//! (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from runtime 1.6, canary health
+//! checks from 1.5: the conformance images are older), backend-specific multinode wiring
+//! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker
+//! probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
+//! does to keep alpha-era selectors, and HPA ownership.
+
+pub mod render;
+pub mod status;
+pub mod watches;
+
+mod ensure;
+mod reconcile;
+
+pub use ensure::LAST_APPLIED_HASH;
+pub use reconcile::{
+    Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
+    REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
+};
+pub use render::{Rendered, Role, Workload, applied_replicas, render};
+pub use status::{deployment_ready, leader_worker_set_ready};

@@ -1,0 +1,441 @@
+//! The DCD reconciler: validate, converge the children, report status.
+
+use std::fmt;
+use std::sync::Arc;
+
+use api::dcd::{CONDITION_AVAILABLE, CONDITION_DYNAMO_COMPONENT_READY};
+use api::validate::{InvalidSpec, REASON_INVALID_SPEC, validate_dcd};
+use api::{DynamoComponentDeployment, DynamoComponentDeploymentStatus};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kit::conditions::{self, Status};
+use kit::object::{from_dynamic, key, resource, to_dynamic};
+use kit::{
+    Deleted, EventType, Failed, Outcome, Preconditions, ReaderExt, ReconcileStatus, Reconciled,
+    Retry, WriterExt,
+};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+
+use crate::ensure::{Change, EnsureError, controller_of, ensure};
+use crate::render::{
+    Identity, Workload, engine_gpus, leader_worker_set_resource, render, service_name,
+};
+use crate::status::{
+    REASON_DEPLOYMENT_NOT_READY, REASON_DEPLOYMENT_READY, REASON_LEADER_WORKER_SET_NOT_READY,
+    REASON_LEADER_WORKER_SET_READY, REASON_LEADER_WORKER_SET_UNAVAILABLE, deployment_component,
+    deployment_ready, leader_worker_set_component, leader_worker_set_ready, readiness_conditions,
+};
+
+/// Field manager of everything this controller applies.
+pub const FIELD_MANAGER: &str = "dynamo-operator/dcd";
+
+/// `Available` reason when applying or reading the Deployment failed.
+pub const REASON_DEPLOYMENT_SYNC_FAILED: &str = "DeploymentSyncFailed";
+/// `Available` reason when applying or reading the LeaderWorkerSet failed.
+pub const REASON_LEADER_WORKER_SET_SYNC_FAILED: &str = "LeaderWorkerSetSyncFailed";
+/// `Available` reason when applying, reading or deleting the Service failed.
+pub const REASON_SERVICE_SYNC_FAILED: &str = "ServiceSyncFailed";
+/// `Available` reason when a child of the DCD's name is controlled by another object.
+pub const REASON_OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
+
+/// The kinds of children this controller writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Child {
+    Deployment,
+    LeaderWorkerSet,
+    Service,
+}
+
+impl Child {
+    /// The kind's name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Child::Deployment => "Deployment",
+            Child::LeaderWorkerSet => "LeaderWorkerSet",
+            Child::Service => "Service",
+        }
+    }
+
+    /// The `Available` reason of a failure to converge this child.
+    pub fn failure_reason(self) -> &'static str {
+        match self {
+            Child::Deployment => REASON_DEPLOYMENT_SYNC_FAILED,
+            Child::LeaderWorkerSet => REASON_LEADER_WORKER_SET_SYNC_FAILED,
+            Child::Service => REASON_SERVICE_SYNC_FAILED,
+        }
+    }
+}
+
+impl fmt::Display for Child {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind())
+    }
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The spec breaks a validation rule; nothing was touched.
+    #[error("invalid spec: {0}")]
+    InvalidSpec(#[source] InvalidSpec),
+    /// A child with the name this DCD uses is controlled by another object.
+    #[error("{child} {name} is controlled by {owner}, not by this DynamoComponentDeployment")]
+    OwnershipConflict {
+        child: Child,
+        name: String,
+        owner: String,
+    },
+    /// Reading, applying or deleting a child failed.
+    #[error("{action} {child} {name}: {source}")]
+    Sync {
+        child: Child,
+        action: &'static str,
+        name: String,
+        #[source]
+        source: kit::Error,
+    },
+}
+
+impl Error {
+    /// The `Available` reason this error is reported with.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::InvalidSpec(_) => REASON_INVALID_SPEC,
+            Error::OwnershipConflict { .. } => REASON_OWNERSHIP_CONFLICT,
+            Error::Sync { child, .. } => child.failure_reason(),
+        }
+    }
+
+    fn sync(child: Child, action: &'static str, name: &str) -> impl FnOnce(kit::Error) -> Error {
+        let name = name.to_string();
+        move |source| Error::Sync {
+            child,
+            action,
+            name,
+            source,
+        }
+    }
+
+    fn ensure(child: Child, name: &str) -> impl FnOnce(EnsureError) -> Error {
+        let name = name.to_string();
+        move |error| match error {
+            EnsureError::Conflict {
+                kind, name: owner, ..
+            } => Error::OwnershipConflict {
+                child,
+                name,
+                owner: format!("{kind} {owner}"),
+            },
+            EnsureError::Api(source) => Error::Sync {
+                child,
+                action: "apply",
+                name,
+                source,
+            },
+        }
+    }
+}
+
+type StatusOf = DynamoComponentDeploymentStatus;
+
+/// Reconciles one DynamoComponentDeployment: renders its Deployment (or LeaderWorkerSet) and
+/// Service, converges them by server-side apply under [`FIELD_MANAGER`] with a controller owner
+/// reference to the DCD, deletes a Service it owns but no longer wants, and returns the DCD
+/// status. It never writes the status itself.
+pub struct DcdReconciler {
+    reader: Arc<dyn kit::Reader>,
+    writer: Arc<dyn kit::Writer>,
+    leader_worker_set: bool,
+}
+
+impl DcdReconciler {
+    /// A reconciler reading with `reader` and writing children with `writer`. Multinode
+    /// components are reported `LeaderWorkerSetUnavailable` unless
+    /// [`DcdReconciler::with_leader_worker_set`] says the cluster serves that API.
+    pub fn new(reader: Arc<dyn kit::Reader>, writer: Arc<dyn kit::Writer>) -> Self {
+        DcdReconciler {
+            reader,
+            writer,
+            leader_worker_set: false,
+        }
+    }
+
+    /// The cluster serves `leaderworkerset.x-k8s.io/v1` (the operator checks discovery at
+    /// start-up): multinode components get a LeaderWorkerSet.
+    pub fn with_leader_worker_set(mut self) -> Self {
+        self.leader_worker_set = true;
+        self
+    }
+
+    /// Observe and converge `dcd`; the returned status is complete (conditions
+    /// `Available` and `DynamoComponentReady`, `component`, `observedGeneration`).
+    pub async fn reconcile(&self, dcd: &DynamoComponentDeployment) -> Reconciled<StatusOf, Error> {
+        let generation = dcd.metadata.generation.unwrap_or(0);
+        let previous = dcd.status.clone().unwrap_or_default();
+        let mut out = Outcome::new(previous.clone());
+        if dcd.metadata.deletion_timestamp.is_some() {
+            // Garbage collection removes the children; nothing to converge.
+            return Ok(out);
+        }
+        let dcd_key = key(dcd.namespace().as_deref(), &dcd.name_any());
+        if let Err(invalid) = validate_dcd(dcd) {
+            tracing::info!(dcd = %dcd_key, error = %invalid, "invalid spec; nothing touched");
+            let failed = fail(out, generation, Error::InvalidSpec(invalid)).await_change();
+            return Err(Box::new(failed));
+        }
+
+        let identity = Identity::resolve(dcd);
+        let rendered = render(dcd);
+        let step = match rendered.workload {
+            Workload::Deployment(desired) => self
+                .ensure_deployment(dcd, *desired, &identity, &mut out)
+                .await
+                .map(Some),
+            Workload::LeaderWorkerSet(desired) if self.leader_worker_set => self
+                .ensure_leader_worker_set(dcd, *desired, &identity, &mut out)
+                .await
+                .map(Some),
+            Workload::LeaderWorkerSet(_) => Ok(None),
+        };
+        let readiness = match step {
+            Ok(Some(readiness)) => readiness,
+            Ok(None) => {
+                tracing::info!(dcd = %dcd_key, "multinode component without the LeaderWorkerSet API; nothing touched");
+                unavailable(&mut out, generation);
+                transition_events(&previous, &mut out);
+                return Ok(out);
+            }
+            Err(error) => return Err(Box::new(fail(out, generation, error))),
+        };
+        if let Err(error) = self.ensure_service(dcd, rendered.service, &mut out).await {
+            return Err(Box::new(fail(out, generation, error)));
+        }
+
+        let (ready, reason, message, component) = readiness;
+        out.status.observed_generation = Some(generation);
+        out.status.component = Some(component);
+        for condition in readiness_conditions(ready, reason, message, generation) {
+            conditions::set(&mut out.status.conditions, condition);
+        }
+        transition_events(&previous, &mut out);
+        Ok(out)
+    }
+
+    async fn ensure_deployment(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        desired: Deployment,
+        identity: &Identity,
+        out: &mut Outcome<StatusOf>,
+    ) -> Result<Readiness, Error> {
+        let name = desired.name_any();
+        let dynamic =
+            to_dynamic(&desired).map_err(Error::sync(Child::Deployment, "render", &name))?;
+        let (object, change) = ensure(
+            self.reader.as_ref(),
+            self.writer.as_ref(),
+            &resource::<Deployment>(),
+            dynamic,
+            dcd.uid().as_deref(),
+            FIELD_MANAGER,
+        )
+        .await
+        .map_err(Error::ensure(Child::Deployment, &name))?;
+        mutation_event(out, dcd, Child::Deployment, &name, change);
+        let live: Deployment =
+            from_dynamic(object).map_err(Error::sync(Child::Deployment, "read", &name))?;
+        let ready = deployment_ready(&live);
+        let (reason, message) = if ready {
+            (REASON_DEPLOYMENT_READY, "Deployment is ready")
+        } else {
+            (REASON_DEPLOYMENT_NOT_READY, "Deployment is not ready")
+        };
+        Ok((
+            ready,
+            reason,
+            message,
+            deployment_component(&live, identity, engine_gpus(dcd)),
+        ))
+    }
+
+    async fn ensure_leader_worker_set(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        desired: DynamicObject,
+        identity: &Identity,
+        out: &mut Outcome<StatusOf>,
+    ) -> Result<Readiness, Error> {
+        let name = desired.name_any();
+        let (live, change) = ensure(
+            self.reader.as_ref(),
+            self.writer.as_ref(),
+            &leader_worker_set_resource(),
+            desired,
+            dcd.uid().as_deref(),
+            FIELD_MANAGER,
+        )
+        .await
+        .map_err(Error::ensure(Child::LeaderWorkerSet, &name))?;
+        mutation_event(out, dcd, Child::LeaderWorkerSet, &name, change);
+        let ready = leader_worker_set_ready(&live);
+        let (reason, message) = if ready {
+            (REASON_LEADER_WORKER_SET_READY, "LeaderWorkerSet is ready")
+        } else {
+            (
+                REASON_LEADER_WORKER_SET_NOT_READY,
+                "LeaderWorkerSet is not ready",
+            )
+        };
+        Ok((
+            ready,
+            reason,
+            message,
+            leader_worker_set_component(&live, identity, engine_gpus(dcd)),
+        ))
+    }
+
+    /// Apply the wanted Service, or delete the one this DCD controls when none is wanted.
+    async fn ensure_service(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        desired: Option<Service>,
+        out: &mut Outcome<StatusOf>,
+    ) -> Result<(), Error> {
+        let name = service_name(dcd);
+        let ns = dcd.namespace();
+        let Some(desired) = desired else {
+            let live: Option<Service> = self
+                .reader
+                .get(ns.as_deref(), &name)
+                .await
+                .map_err(Error::sync(Child::Service, "read", &name))?;
+            let Some(live) = live else { return Ok(()) };
+            let ours = controller_of(live.metadata.owner_references.as_ref())
+                .is_some_and(|o| Some(&o.uid) == dcd.metadata.uid.as_ref());
+            if !ours {
+                return Ok(());
+            }
+            let preconditions = Preconditions {
+                uid: live.metadata.uid.clone(),
+                resource_version: None,
+            };
+            let deleted = self
+                .writer
+                .delete::<Service>(ns.as_deref(), &name, &preconditions, None)
+                .await
+                .map_err(Error::sync(Child::Service, "delete", &name))?;
+            if !matches!(deleted, Deleted::NotFound) {
+                tracing::info!(dcd = %key(ns.as_deref(), &dcd.name_any()), service = %name, "deleted the Service no longer wanted");
+                out.normal(
+                    "ServiceDeleted",
+                    format!("Deleted Service {name}: the component wants none"),
+                );
+            }
+            return Ok(());
+        };
+        let dynamic = to_dynamic(&desired).map_err(Error::sync(Child::Service, "render", &name))?;
+        let (_, change) = ensure(
+            self.reader.as_ref(),
+            self.writer.as_ref(),
+            &resource::<Service>(),
+            dynamic,
+            dcd.uid().as_deref(),
+            FIELD_MANAGER,
+        )
+        .await
+        .map_err(Error::ensure(Child::Service, &name))?;
+        mutation_event(out, dcd, Child::Service, &name, change);
+        Ok(())
+    }
+}
+
+/// Whether the workload is ready, the `Available` reason and message, and `status.component`.
+type Readiness = (
+    bool,
+    &'static str,
+    &'static str,
+    api::v1beta1::ComponentReplicaStatus,
+);
+
+/// `Created`/`Updated` events, only for writes that changed something.
+fn mutation_event(
+    out: &mut Outcome<StatusOf>,
+    dcd: &DynamoComponentDeployment,
+    child: Child,
+    name: &str,
+    change: Change,
+) {
+    let verb = match change {
+        Change::Created => "Created",
+        Change::Updated => "Updated",
+        Change::Unchanged => return,
+    };
+    tracing::info!(dcd = %key(dcd.namespace().as_deref(), &dcd.name_any()), kind = child.kind(), name, change = verb, "converged child");
+    out.normal(&format!("{child}{verb}"), format!("{verb} {child} {name}"));
+}
+
+/// A multinode component on a cluster without the LeaderWorkerSet API.
+fn unavailable(out: &mut Outcome<StatusOf>, generation: i64) {
+    out.status.observed_generation = Some(generation);
+    out.status.component = None;
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::new(
+            CONDITION_AVAILABLE,
+            Status::False,
+            REASON_LEADER_WORKER_SET_UNAVAILABLE,
+            "multinode components run as a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), which this cluster does not serve",
+            generation,
+        ),
+    );
+    conditions::set(
+        &mut out.status.conditions,
+        conditions::new(
+            CONDITION_DYNAMO_COMPONENT_READY,
+            Status::False,
+            crate::status::REASON_COMPONENT_NOT_READY,
+            "DynamoComponent is not ready",
+            generation,
+        ),
+    );
+}
+
+/// A status-transition event when `Available` changes status or reason, published after the
+/// status is persisted. The first `False` (a component starting) is not announced.
+fn transition_events(previous: &StatusOf, out: &mut Outcome<StatusOf>) {
+    let before = conditions::find(&previous.conditions, CONDITION_AVAILABLE);
+    let Some(after) = conditions::find(&out.status.conditions, CONDITION_AVAILABLE) else {
+        return;
+    };
+    let unavailable = after.reason == REASON_LEADER_WORKER_SET_UNAVAILABLE;
+    let announce = match before {
+        Some(b) => b.status != after.status || b.reason != after.reason,
+        None => after.status == "True" || unavailable,
+    };
+    if announce {
+        let type_ = if unavailable {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        let (reason, note) = (after.reason.clone(), after.message.clone());
+        out.event(kit::Event::new(type_, &reason, note));
+    }
+}
+
+/// The failed attempt: `Available=False` with the error's reason and message (the type's
+/// [`ReconcileStatus::set_failed`]) and a `Warning` event; retried with backoff unless the
+/// caller says otherwise. Unlike [`Outcome::fail`] it adds no `Ready` condition: a DCD reports
+/// through `Available`.
+fn fail(mut out: Outcome<StatusOf>, generation: i64, error: Error) -> Failed<StatusOf, Error> {
+    let reason = error.reason();
+    let message = error.to_string();
+    out.status.set_failed(generation, reason, &message);
+    out.warning(reason, message);
+    Failed {
+        outcome: out,
+        error,
+        retry: Retry::Backoff,
+    }
+}

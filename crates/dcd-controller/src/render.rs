@@ -1,0 +1,949 @@
+//! Rendering: a DynamoComponentDeployment to the objects it wants. Pure: no client, no I/O, same
+//! input ⇒ same output.
+//!
+//! The layering follows upstream's `GenerateBasePodSpec`: operator defaults for the component
+//! type, then the user's `main` container merged over them (user values win), then the pod-level
+//! defaults under the user's pod spec, then the `/dev/shm` volume. See the crate docs for the
+//! complete list of what is rendered.
+
+use std::collections::BTreeMap;
+
+use api::DynamoComponentDeployment;
+use api::labels;
+use api::v1beta1::{ComponentType, MAIN_CONTAINER_NAME};
+use k8s_openapi::api::apps::v1::{
+    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
+};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
+    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Service, ServicePort,
+    ServiceSpec, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{ApiResource, DynamicObject};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+// --- names and values that are part of the compatibility contract ---------------------------
+
+/// Port of the frontend's HTTP server (`DYNAMO_PORT`, `DYN_HTTP_PORT`, Service port `http`).
+pub const HTTP_PORT: i32 = 8000;
+/// Port name of the frontend's HTTP server.
+pub const HTTP_PORT_NAME: &str = "http";
+/// Port of the Dynamo system server (health endpoints) on workers and the planner.
+pub const SYSTEM_PORT: i32 = 9090;
+/// Port name of the Dynamo system server.
+pub const SYSTEM_PORT_NAME: &str = "system";
+/// Port of the NIXL telemetry exporter on workers.
+pub const NIXL_PORT: i32 = 19090;
+/// Port name of the NIXL telemetry exporter.
+pub const NIXL_PORT_NAME: &str = "nixl";
+/// Port of the planner's Prometheus metrics.
+pub const PLANNER_METRICS_PORT: i32 = 9085;
+/// Port name of the planner's metrics.
+pub const METRICS_PORT_NAME: &str = "metrics";
+/// gRPC port of an EPP component's Service.
+pub const EPP_GRPC_PORT: i32 = 9002;
+/// Port name of an EPP component's gRPC port.
+pub const EPP_GRPC_PORT_NAME: &str = "grpc";
+
+/// Name of the `/dev/shm` volume.
+pub const SHARED_MEMORY_VOLUME: &str = "shared-memory";
+/// Mount path of the shared memory volume.
+pub const SHARED_MEMORY_MOUNT_PATH: &str = "/dev/shm";
+/// Size of `/dev/shm` when `sharedMemorySize` is unset.
+pub const DEFAULT_SHARED_MEMORY_SIZE: &str = "8Gi";
+/// `fsGroup` set when the user gives no pod security context.
+pub const DEFAULT_FS_GROUP: i64 = 1000;
+/// `terminationGracePeriodSeconds` unless the user sets one.
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
+/// ServiceAccount of pods that name none and get no discovery account.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+/// Rolling-update `maxSurge` and `maxUnavailable` unless the annotations set them.
+pub const DEFAULT_ROLLING_UPDATE: &str = "25%";
+/// Resource name of NVIDIA GPUs.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
+/// Label (controller, pod): metrics scraping enabled (absent when `nvidia.com/enable-metrics`
+/// is `"false"`).
+pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
+/// Label (controller, pod and Service): the discovery backend, `kubernetes`.
+pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
+/// Label (controller, pod and Service): Kubernetes discovery enabled, `"true"`.
+pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
+/// Label (DGD, on the DCD): component class.
+pub const COMPONENT_CLASS_LABEL: &str = "nvidia.com/dynamo-component-class";
+/// Label (controller, LWS pods): `leader` or `worker`; multinode Services select `leader`.
+pub const ROLE_LABEL: &str = "role";
+/// Annotation (DCD or pod template): node label key the topology controller copies to pods.
+pub const TOPOLOGY_LABEL_KEY_ANNOTATION: &str = "nvidia.com/topology-label-key";
+/// Annotation (DCD or pod template): Grove ClusterTopology the topology controller reads.
+pub const TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION: &str = "nvidia.com/topology-cluster-topology-name";
+/// Discovery backend value that enables Kubernetes discovery (the operator default).
+pub const DISCOVERY_KUBERNETES: &str = "kubernetes";
+/// Discovery backend value that selects etcd discovery.
+pub const DISCOVERY_ETCD: &str = "etcd";
+
+/// API group/version of LeaderWorkerSet.
+pub const LEADER_WORKER_SET_API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
+/// Kind of LeaderWorkerSet.
+pub const LEADER_WORKER_SET_KIND: &str = "LeaderWorkerSet";
+
+/// The `ApiResource` of `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet.
+pub fn leader_worker_set_resource() -> ApiResource {
+    ApiResource {
+        group: "leaderworkerset.x-k8s.io".into(),
+        version: "v1".into(),
+        api_version: LEADER_WORKER_SET_API_VERSION.into(),
+        kind: LEADER_WORKER_SET_KIND.into(),
+        plural: "leaderworkersets".into(),
+    }
+}
+
+// --- what render returns ---------------------------------------------------------------------
+
+/// Everything a DynamoComponentDeployment wants, rendered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// The workload: a Deployment, or a LeaderWorkerSet for multinode components.
+    pub workload: Workload,
+    /// The component Service; `None` when the component wants none (a Service this DCD owns is
+    /// then deleted).
+    pub service: Option<Service>,
+}
+
+/// The workload of a component.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Workload {
+    /// Single-node components: one Deployment named like the DCD.
+    Deployment(Box<Deployment>),
+    /// Multinode components: one `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet named
+    /// `<dcd>-0` (there are no typed client bindings for it, hence the dynamic object).
+    LeaderWorkerSet(Box<DynamicObject>),
+}
+
+/// Which pod of a component a template is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The only pod kind of a single-node component.
+    Main,
+    /// The leader pod of a multinode replica.
+    Leader,
+    /// The worker pods of a multinode replica.
+    Worker,
+}
+
+impl Role {
+    fn label(self) -> Option<&'static str> {
+        match self {
+            Role::Main => None,
+            Role::Leader => Some("leader"),
+            Role::Worker => Some("worker"),
+        }
+    }
+}
+
+/// Render the objects `dcd` wants. Pure and deterministic.
+pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
+    let identity = Identity::resolve(dcd);
+    let workload = if identity.nodes > 1 {
+        Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity)))
+    } else {
+        Workload::Deployment(Box::new(deployment(dcd, &identity)))
+    };
+    Rendered {
+        workload,
+        service: service(dcd, &identity),
+    }
+}
+
+/// The replicas this controller applies to the workload, or `None` to leave `spec.replicas` to
+/// another field manager: a DCD whose replicas are unset, or whose component has a
+/// `scalingAdapter` (the adapter owns the replica count).
+pub fn applied_replicas(dcd: &DynamoComponentDeployment) -> Option<i32> {
+    let component = &dcd.spec.component;
+    if component.scaling_adapter.is_some() {
+        return None;
+    }
+    component.replicas
+}
+
+/// Name of the component Service: the DCD name, lowercased, dots as dashes.
+pub fn service_name(dcd: &DynamoComponentDeployment) -> String {
+    dcd.name_any().replace('.', "-").to_lowercase()
+}
+
+/// Name of the LeaderWorkerSet of a multinode DCD: `<dcd>-0`.
+pub fn leader_worker_set_name(dcd: &DynamoComponentDeployment) -> String {
+    format!("{}-0", dcd.name_any())
+}
+
+// --- identity: what the DCD says about itself -----------------------------------------------
+
+/// The identities a DCD's children are named and labelled with, resolved once.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Identity {
+    /// The DCD's name (also the Deployment's and the selector label's value).
+    pub name: String,
+    pub namespace: Option<String>,
+    /// The stable component name (`spec.name`).
+    pub component: String,
+    /// The component type rendered into labels, env and selectors (`worker` for DCDs that keep
+    /// alpha-era worker selectors; empty when the type is unset).
+    pub component_type: String,
+    pub spec_type: Option<ComponentType>,
+    /// The parent DynamoGraphDeployment's name, if known.
+    pub graph: Option<String>,
+    pub dynamo_namespace: String,
+    pub worker_hash: Option<String>,
+    /// Annotations rendered onto children (pod template annotations, filtered).
+    pub annotations: BTreeMap<String, String>,
+    /// Labels rendered onto children (DCD labels, pod template labels, identities).
+    pub labels: BTreeMap<String, String>,
+    pub nodes: i32,
+}
+
+impl Identity {
+    pub(crate) fn resolve(dcd: &DynamoComponentDeployment) -> Identity {
+        let own = dcd.metadata.labels.clone().unwrap_or_default();
+        let component = &dcd.spec.component;
+        let spec_type = component.r#type;
+        let graph = own
+            .get(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or_else(|| {
+                dcd.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.kind == "DynamoGraphDeployment")
+                    .map(|o| o.name.clone())
+            });
+        let namespace = dcd.namespace();
+        let dynamo_namespace = own
+            .get(labels::DYNAMO_NAMESPACE)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .unwrap_or_else(|| {
+                labels::dynamo_namespace(
+                    component.global_dynamo_namespace,
+                    namespace.as_deref().unwrap_or_default(),
+                    graph.as_deref().unwrap_or(&dcd.name_any()),
+                )
+            });
+        let template_labels = pod_template_labels(dcd);
+        let worker_hash = spec_type
+            .filter(|t| t.is_worker())
+            .and_then(|_| {
+                own.get(labels::DYNAMO_WORKER_HASH)
+                    .or_else(|| template_labels.get(labels::DYNAMO_WORKER_HASH))
+            })
+            .filter(|v| !v.is_empty())
+            .cloned();
+        let component_type = workload_component_type(&own, spec_type);
+
+        let mut kube_labels = own.clone();
+        kube_labels.extend(template_labels);
+        kube_labels.insert(labels::DYNAMO_COMPONENT.into(), component.name.clone());
+        kube_labels.insert(labels::DYNAMO_NAMESPACE.into(), dynamo_namespace.clone());
+        for key in [
+            labels::DYNAMO_COMPONENT,
+            labels::DYNAMO_NAMESPACE,
+            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME,
+            labels::DYNAMO_WORKER_HASH,
+            COMPONENT_CLASS_LABEL,
+        ] {
+            if let Some(v) = own.get(key).filter(|v| !v.is_empty()) {
+                kube_labels.insert(key.into(), v.clone());
+            }
+        }
+
+        let own_annotations = dcd.metadata.annotations.clone().unwrap_or_default();
+        let mut annotations = pod_template_annotations(dcd);
+        annotations.remove(labels::DYNAMO_OPERATOR_ORIGIN_VERSION);
+        for key in [
+            TOPOLOGY_LABEL_KEY_ANNOTATION,
+            TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
+        ] {
+            annotations.remove(key);
+            if let Some(v) = own_annotations.get(key).filter(|v| !v.is_empty()) {
+                annotations.insert(key.into(), v.clone());
+            }
+        }
+
+        Identity {
+            name: dcd.name_any(),
+            namespace,
+            component: component.name.clone(),
+            component_type,
+            spec_type,
+            graph,
+            dynamo_namespace,
+            worker_hash,
+            annotations,
+            labels: kube_labels,
+            nodes: component.number_of_nodes(),
+        }
+    }
+
+    /// The discovery backend: the `nvidia.com/dynamo-discovery-backend` annotation, else the
+    /// operator default (`kubernetes`).
+    fn discovery_backend(&self) -> &str {
+        self.annotations
+            .get(labels::DYNAMO_DISCOVERY_BACKEND)
+            .map(String::as_str)
+            .unwrap_or(DISCOVERY_KUBERNETES)
+    }
+
+    /// Kubernetes discovery is on: every component gets a Service and discovery labels.
+    pub(crate) fn kube_discovery(&self) -> bool {
+        self.discovery_backend() == DISCOVERY_KUBERNETES
+    }
+
+    /// The Dynamo runtime namespace of the pods: worker components append their worker hash.
+    pub(crate) fn runtime_namespace(&self) -> String {
+        match (
+            &self.worker_hash,
+            self.spec_type.is_some_and(|t| t.is_worker()),
+        ) {
+            (Some(hash), true) => format!("{}-{hash}", self.dynamo_namespace),
+            _ => self.dynamo_namespace.clone(),
+        }
+    }
+
+    fn is_frontend(&self) -> bool {
+        self.spec_type == Some(ComponentType::Frontend)
+    }
+}
+
+/// `worker` for a prefill/decode DCD that the graph labelled with alpha-era worker selectors
+/// (graph and worker-hash labels, component-type `worker`, matching or absent sub-type);
+/// otherwise the spec's type.
+fn workload_component_type(
+    own: &BTreeMap<String, String>,
+    spec_type: Option<ComponentType>,
+) -> String {
+    let spec = spec_type.map(ComponentType::as_str).unwrap_or_default();
+    let legacy = own
+        .get(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME)
+        .is_some_and(|v| !v.is_empty())
+        && own
+            .get(labels::DYNAMO_WORKER_HASH)
+            .is_some_and(|v| !v.is_empty())
+        && own.get(labels::DYNAMO_COMPONENT_TYPE).map(String::as_str) == Some("worker")
+        && matches!(
+            spec_type,
+            Some(ComponentType::Prefill | ComponentType::Decode)
+        )
+        && own
+            .get(labels::DYNAMO_SUB_COMPONENT_TYPE)
+            .is_none_or(|sub| sub.is_empty() || sub == spec);
+    if legacy { "worker".into() } else { spec.into() }
+}
+
+fn pod_template_labels(dcd: &DynamoComponentDeployment) -> BTreeMap<String, String> {
+    dcd.spec
+        .component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+fn pod_template_annotations(dcd: &DynamoComponentDeployment) -> BTreeMap<String, String> {
+    dcd.spec
+        .component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default()
+}
+
+fn owner_references(dcd: &DynamoComponentDeployment) -> Option<Vec<OwnerReference>> {
+    dcd.controller_owner_ref(&()).map(|o| vec![o])
+}
+
+fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
+    (!map.is_empty()).then_some(map)
+}
+
+// --- workloads -------------------------------------------------------------------------------
+
+fn deployment(dcd: &DynamoComponentDeployment, id: &Identity) -> Deployment {
+    let strategy = if id
+        .annotations
+        .get(labels::DEPLOYMENT_STRATEGY)
+        .map(String::as_str)
+        == Some(labels::DEPLOYMENT_STRATEGY_RECREATE)
+    {
+        DeploymentStrategy {
+            type_: Some("Recreate".into()),
+            rolling_update: None,
+        }
+    } else {
+        let knob = |key: &str| {
+            int_or_string(
+                id.annotations
+                    .get(key)
+                    .filter(|v| !v.is_empty())
+                    .map(String::as_str)
+                    .unwrap_or(DEFAULT_ROLLING_UPDATE),
+            )
+        };
+        DeploymentStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateDeployment {
+                max_surge: Some(knob(labels::DEPLOYMENT_ROLLING_UPDATE_MAX_SURGE)),
+                max_unavailable: Some(knob(labels::DEPLOYMENT_ROLLING_UPDATE_MAX_UNAVAILABLE)),
+            }),
+        }
+    };
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(id.name.clone()),
+            namespace: id.namespace.clone(),
+            labels: non_empty(id.labels.clone()),
+            annotations: non_empty(id.annotations.clone()),
+            owner_references: owner_references(dcd),
+            ..Default::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: applied_replicas(dcd),
+            selector: LabelSelector {
+                match_labels: Some(BTreeMap::from([(
+                    labels::SELECTOR.to_string(),
+                    id.name.clone(),
+                )])),
+                ..Default::default()
+            },
+            template: pod_template(dcd, id, Role::Main),
+            strategy: Some(strategy),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn leader_worker_set(dcd: &DynamoComponentDeployment, id: &Identity) -> DynamicObject {
+    let template = |role: Role| {
+        let mut t = pod_template(dcd, id, role);
+        if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
+            labels.remove(labels::SELECTOR);
+            if id.component_type == "worker"
+                && matches!(
+                    id.spec_type,
+                    Some(ComponentType::Prefill | ComponentType::Decode)
+                )
+                && labels
+                    .get(labels::DYNAMO_SUB_COMPONENT_TYPE)
+                    .is_none_or(String::is_empty)
+            {
+                let spec = id.spec_type.map(ComponentType::as_str).unwrap_or_default();
+                labels.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.into(), spec.into());
+            }
+        }
+        serde_json::to_value(t).expect("pod templates serialize")
+    };
+    let mut spec = json!({
+        "startupPolicy": "LeaderCreated",
+        "leaderWorkerTemplate": {
+            "leaderTemplate": template(Role::Leader),
+            "workerTemplate": template(Role::Worker),
+            "size": id.nodes,
+        },
+    });
+    if let Some(replicas) = applied_replicas(dcd) {
+        spec["replicas"] = json!(replicas);
+    }
+    let metadata = ObjectMeta {
+        name: Some(leader_worker_set_name(dcd)),
+        namespace: id.namespace.clone(),
+        labels: non_empty(id.labels.clone()),
+        owner_references: owner_references(dcd),
+        ..Default::default()
+    };
+    let mut object =
+        DynamicObject::new(&leader_worker_set_name(dcd), &leader_worker_set_resource())
+            .data(json!({ "spec": spec }));
+    object.metadata = metadata;
+    object
+}
+
+fn int_or_string(value: &str) -> IntOrString {
+    match value.parse::<i32>() {
+        Ok(n) => IntOrString::Int(n),
+        Err(_) => IntOrString::String(value.to_string()),
+    }
+}
+
+// --- the pod ---------------------------------------------------------------------------------
+
+/// The pod template of `role`: labels, annotations, and the pod spec with operator defaults
+/// under the user's values.
+pub(crate) fn pod_template(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    role: Role,
+) -> PodTemplateSpec {
+    let mut labels = id.labels.clone();
+    if id
+        .annotations
+        .get(labels::ENABLE_METRICS)
+        .map(String::as_str)
+        != Some("false")
+    {
+        labels.insert(METRICS_ENABLED_LABEL.into(), "true".into());
+    }
+    if let Some(graph) = &id.graph {
+        labels.insert(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(), graph.clone());
+    }
+    if !id.component_type.is_empty() {
+        labels.insert(
+            labels::DYNAMO_COMPONENT_TYPE.into(),
+            id.component_type.clone(),
+        );
+    }
+    labels.insert(labels::DYNAMO_COMPONENT.into(), id.component.clone());
+    labels.insert(labels::DYNAMO_NAMESPACE.into(), id.dynamo_namespace.clone());
+    labels.insert(labels::SELECTOR.into(), id.name.clone());
+    if id.kube_discovery() {
+        labels.insert(DISCOVERY_BACKEND_LABEL.into(), DISCOVERY_KUBERNETES.into());
+        labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());
+    }
+    if let Some(role) = role.label() {
+        labels.insert(ROLE_LABEL.into(), role.into());
+    }
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: non_empty(labels),
+            annotations: non_empty(id.annotations.clone()),
+            ..Default::default()
+        }),
+        spec: Some(pod_spec(dcd, id)),
+    }
+}
+
+fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity) -> PodSpec {
+    let component = &dcd.spec.component;
+    let user_template = component.pod_template.as_ref();
+    let user_spec = user_template.and_then(|t| t.spec.as_ref());
+    let user_main =
+        user_spec.and_then(|s| s.containers.iter().find(|c| c.name == MAIN_CONTAINER_NAME));
+    let sidecars: Vec<Container> = user_spec
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter(|c| c.name != MAIN_CONTAINER_NAME)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let mut main = merge_container(base_container(id), user_main);
+
+    let base = PodSpec {
+        termination_grace_period_seconds: Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
+        restart_policy: Some("Always".into()),
+        service_account_name: (id.spec_type == Some(ComponentType::Planner))
+            .then(|| labels::PLANNER_SERVICE_ACCOUNT.to_string()),
+        ..Default::default()
+    };
+    let mut spec = match user_spec {
+        Some(user) => {
+            let mut user = serde_json::to_value(user).expect("pod specs serialize");
+            if let Some(object) = user.as_object_mut() {
+                object.remove("containers");
+            }
+            let mut merged = serde_json::to_value(&base).expect("pod specs serialize");
+            merge(&mut merged, &user);
+            serde_json::from_value(merged).expect("a merged pod spec deserializes")
+        }
+        None => base,
+    };
+    if user_spec
+        .and_then(|s| s.security_context.as_ref())
+        .is_none()
+    {
+        spec.security_context = Some(PodSecurityContext {
+            fs_group: Some(DEFAULT_FS_GROUP),
+            ..Default::default()
+        });
+    }
+    let unnamed = |s: &PodSpec| s.service_account_name.as_deref().is_none_or(str::is_empty);
+    if id.kube_discovery()
+        && unnamed(&spec)
+        && let Some(graph) = &id.graph
+    {
+        spec.service_account_name = Some(discovery_service_account(graph));
+    }
+    shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
+    spec.containers = std::iter::once(main).chain(sidecars).collect();
+    if unnamed(&spec) {
+        spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
+    }
+    spec
+}
+
+/// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
+pub fn discovery_service_account(graph: &str) -> String {
+    format!("{graph}-k8s-service-discovery")
+}
+
+/// The operator's defaults for the `main` container of the component's type.
+fn base_container(id: &Identity) -> Container {
+    let mut vars = vec![
+        env(labels_env::DYN_NAMESPACE, &id.dynamo_namespace),
+        env(labels_env::DYN_COMPONENT, &id.component_type),
+        env(
+            "DYN_PARENT_DGD_K8S_NAME",
+            id.graph.as_deref().unwrap_or_default(),
+        ),
+        env(
+            "DYN_PARENT_DGD_K8S_NAMESPACE",
+            id.namespace.as_deref().unwrap_or_default(),
+        ),
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_UID", "metadata.uid"),
+    ];
+    if id.discovery_backend() != DISCOVERY_ETCD {
+        vars.push(env(labels_env::DYN_DISCOVERY_BACKEND, DISCOVERY_KUBERNETES));
+    }
+    if id
+        .annotations
+        .get(labels::DYNAMO_KUBE_DISCOVERY_MODE)
+        .map(String::as_str)
+        == Some("container")
+    {
+        vars.push(env("CONTAINER_NAME", MAIN_CONTAINER_NAME));
+        vars.push(env("DYN_KUBE_DISCOVERY_MODE", "container"));
+    }
+    let mut container = Container {
+        name: MAIN_CONTAINER_NAME.into(),
+        command: Some(vec!["/bin/sh".into(), "-c".into()]),
+        ..Default::default()
+    };
+    match id.spec_type {
+        Some(ComponentType::Frontend) => {
+            container.command = Some(vec!["python3".into()]);
+            container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
+            container.ports = Some(vec![port(HTTP_PORT_NAME, HTTP_PORT)]);
+            container.liveness_probe = Some(http_probe("/live", HTTP_PORT_NAME, 15, 10, 1, 3));
+            container.readiness_probe = Some(http_probe("/health", HTTP_PORT_NAME, 10, 10, 3, 3));
+            vars.extend([
+                env("DYNAMO_PORT", &HTTP_PORT.to_string()),
+                env("DYN_HTTP_PORT", &HTTP_PORT.to_string()),
+                env(labels_env::DYN_NAMESPACE_PREFIX, &id.dynamo_namespace),
+            ]);
+        }
+        Some(ComponentType::Worker | ComponentType::Prefill | ComponentType::Decode) => {
+            container.ports = Some(vec![
+                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+                port(NIXL_PORT_NAME, NIXL_PORT),
+            ]);
+            container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
+            container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
+            container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
+            vars.extend([
+                env("DYN_SYSTEM_ENABLED", "true"),
+                env("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
+                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+                env("DYN_HEALTH_CHECK_ENABLED", "false"),
+                env("NIXL_TELEMETRY_ENABLE", "n"),
+                env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
+                env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
+            ]);
+            if let Some(hash) = &id.worker_hash {
+                vars.push(env(labels_env::DYN_NAMESPACE_WORKER_SUFFIX, hash));
+            }
+        }
+        Some(ComponentType::Planner) => {
+            container.ports = Some(vec![
+                port(METRICS_PORT_NAME, PLANNER_METRICS_PORT),
+                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+            ]);
+            container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
+            container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
+            container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
+            vars.extend([
+                env("PLANNER_PROMETHEUS_PORT", &PLANNER_METRICS_PORT.to_string()),
+                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+            ]);
+        }
+        Some(ComponentType::Epp) | None => {}
+    }
+    container.env = Some(vars);
+    container
+}
+
+/// Environment variable names of the Dynamo runtime.
+mod labels_env {
+    pub const DYN_NAMESPACE: &str = "DYN_NAMESPACE";
+    pub const DYN_NAMESPACE_PREFIX: &str = "DYN_NAMESPACE_PREFIX";
+    pub const DYN_NAMESPACE_WORKER_SUFFIX: &str = "DYN_NAMESPACE_WORKER_SUFFIX";
+    pub const DYN_COMPONENT: &str = "DYN_COMPONENT";
+    pub const DYN_DISCOVERY_BACKEND: &str = "DYN_DISCOVERY_BACKEND";
+}
+
+/// An env var; an empty value is left out, as upstream's serialization does.
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: (!value.is_empty()).then(|| value.to_string()),
+        value_from: None,
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+fn port(name: &str, number: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: number,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+fn http_probe(
+    path: &str,
+    port: &str,
+    initial_delay: i32,
+    period: i32,
+    timeout: i32,
+    failure: i32,
+) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String(port.into()),
+            ..Default::default()
+        }),
+        initial_delay_seconds: (initial_delay > 0).then_some(initial_delay),
+        period_seconds: Some(period),
+        timeout_seconds: Some(timeout),
+        failure_threshold: Some(failure),
+        ..Default::default()
+    }
+}
+
+/// The user's `main` container over the defaults: every field the user sets wins (lists are
+/// replaced whole, objects merged), a user probe replaces the default probe, and env vars are
+/// merged by name (user wins) and sorted by name.
+fn merge_container(mut base: Container, user: Option<&Container>) -> Container {
+    let Some(user) = user else {
+        base.env = base.env.map(|e| merge_envs(e, Vec::new()));
+        return base;
+    };
+    let base_env = base.env.take().unwrap_or_default();
+    let mut target = serde_json::to_value(&base).expect("containers serialize");
+    let mut patch = serde_json::to_value(user).expect("containers serialize");
+    if let (Some(target), Some(patch)) = (target.as_object_mut(), patch.as_object_mut()) {
+        patch.remove("name");
+        patch.remove("env");
+        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+            if patch.get(probe).is_some_and(|p| !p.is_null()) {
+                target.remove(probe);
+            }
+        }
+    }
+    merge(&mut target, &patch);
+    let mut merged: Container =
+        serde_json::from_value(target).expect("a merged container deserializes");
+    merged.name = MAIN_CONTAINER_NAME.into();
+    let env = merge_envs(base_env, user.env.clone().unwrap_or_default());
+    merged.env = (!env.is_empty()).then_some(env);
+    merged
+}
+
+/// `common` and `specific` merged by name, `specific` winning, sorted by name (upstream's
+/// `MergeEnvs`).
+pub fn merge_envs(common: Vec<EnvVar>, specific: Vec<EnvVar>) -> Vec<EnvVar> {
+    let mut by_name: BTreeMap<String, EnvVar> = BTreeMap::new();
+    for e in common.into_iter().chain(specific) {
+        by_name.insert(e.name.clone(), e);
+    }
+    by_name.into_values().collect()
+}
+
+/// Merge `patch` into `target`: objects recursively, anything else replaced. `null` and empty
+/// lists in `patch` count as unset and leave `target` alone.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (k, v) in patch {
+                if v.is_null() || v.as_array().is_some_and(Vec::is_empty) {
+                    continue;
+                }
+                match target.get_mut(k) {
+                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
+                    _ => {
+                        target.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (target, patch) => *target = patch.clone(),
+    }
+}
+
+/// The `/dev/shm` tmpfs: `sharedMemorySize` (default 8Gi), none when it is zero. Replaces a
+/// volume of the same name and a mount of the same name or path.
+fn shared_memory(spec: &mut PodSpec, main: &mut Container, size: Option<&Quantity>) {
+    let size = match size {
+        Some(q) if quantity_is_zero(q) => return,
+        Some(q) => q.clone(),
+        None => Quantity(DEFAULT_SHARED_MEMORY_SIZE.into()),
+    };
+    let mut volumes: Vec<Volume> = spec
+        .volumes
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|v| v.name != SHARED_MEMORY_VOLUME)
+        .collect();
+    volumes.push(Volume {
+        name: SHARED_MEMORY_VOLUME.into(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            medium: Some("Memory".into()),
+            size_limit: Some(size),
+        }),
+        ..Default::default()
+    });
+    spec.volumes = Some(volumes);
+    let mut mounts: Vec<VolumeMount> = main
+        .volume_mounts
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.name != SHARED_MEMORY_VOLUME && m.mount_path != SHARED_MEMORY_MOUNT_PATH)
+        .collect();
+    mounts.push(VolumeMount {
+        name: SHARED_MEMORY_VOLUME.into(),
+        mount_path: SHARED_MEMORY_MOUNT_PATH.into(),
+        ..Default::default()
+    });
+    main.volume_mounts = Some(mounts);
+}
+
+/// Whether a quantity is zero (`0`, `0Gi`, `0.0`, ...).
+fn quantity_is_zero(q: &Quantity) -> bool {
+    let number: String =
+        q.0.trim()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'))
+            .collect();
+    number.parse::<f64>().is_ok_and(|n| n == 0.0)
+}
+
+// --- the Service ---------------------------------------------------------------------------
+
+fn service(dcd: &DynamoComponentDeployment, id: &Identity) -> Option<Service> {
+    let discovery = id.kube_discovery();
+    if !(discovery || id.is_frontend()) {
+        return None;
+    }
+    let port = match id.component_type.as_str() {
+        "frontend" => ServicePort {
+            name: Some(HTTP_PORT_NAME.into()),
+            port: HTTP_PORT,
+            target_port: Some(IntOrString::String(HTTP_PORT_NAME.into())),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        },
+        "epp" => ServicePort {
+            name: Some(EPP_GRPC_PORT_NAME.into()),
+            port: EPP_GRPC_PORT,
+            target_port: Some(IntOrString::Int(EPP_GRPC_PORT)),
+            protocol: Some("TCP".into()),
+            app_protocol: Some("http2".into()),
+            ..Default::default()
+        },
+        _ => ServicePort {
+            name: Some(SYSTEM_PORT_NAME.into()),
+            port: SYSTEM_PORT,
+            target_port: Some(IntOrString::String(SYSTEM_PORT_NAME.into())),
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        },
+    };
+    let mut labels = id.labels.clone();
+    if discovery {
+        labels.insert(DISCOVERY_BACKEND_LABEL.into(), DISCOVERY_KUBERNETES.into());
+        labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());
+    }
+    let mut selector = BTreeMap::from([
+        (
+            labels::DYNAMO_COMPONENT_TYPE.to_string(),
+            id.component_type.clone(),
+        ),
+        (
+            labels::DYNAMO_NAMESPACE.to_string(),
+            id.dynamo_namespace.clone(),
+        ),
+        (labels::DYNAMO_COMPONENT.to_string(), id.component.clone()),
+    ]);
+    if id.nodes > 1 {
+        selector.insert(ROLE_LABEL.into(), "leader".into());
+    }
+    Some(Service {
+        metadata: ObjectMeta {
+            name: Some(service_name(dcd)),
+            namespace: id.namespace.clone(),
+            labels: non_empty(labels),
+            annotations: non_empty(id.annotations.clone()),
+            owner_references: owner_references(dcd),
+            ..Default::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: Some(selector),
+            ports: Some(vec![port]),
+            ..Default::default()
+        }),
+        status: None,
+    })
+}
+
+// --- GPUs ------------------------------------------------------------------------------------
+
+/// GPUs (`nvidia.com/gpu`, limits else requests) a container asks for.
+pub(crate) fn container_gpus(container: &Container) -> i64 {
+    let resources = container.resources.as_ref();
+    let get = |m: Option<&BTreeMap<String, Quantity>>| {
+        m.and_then(|m| m.get(GPU_RESOURCE))
+            .and_then(|q| q.0.trim().parse::<i64>().ok())
+    };
+    get(resources.and_then(|r| r.limits.as_ref()))
+        .or_else(|| get(resources.and_then(|r| r.requests.as_ref())))
+        .unwrap_or(0)
+}
+
+/// GPUs of every container of a pod.
+pub(crate) fn pod_gpus(spec: Option<&PodSpec>) -> i64 {
+    spec.map(|s| s.containers.iter().map(container_gpus).sum())
+        .unwrap_or(0)
+}
+
+/// GPUs of one inference engine: the user's main container times the nodes of a replica.
+pub(crate) fn engine_gpus(dcd: &DynamoComponentDeployment) -> i64 {
+    let component = &dcd.spec.component;
+    component.main_container().map(container_gpus).unwrap_or(0)
+        * i64::from(component.number_of_nodes())
+}
