@@ -356,3 +356,330 @@ pub fn stamps(
         components,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{component, dgd};
+    use api::common::{Restart as RestartSpec, RestartStrategy};
+    use api::dcd::CONDITION_AVAILABLE;
+    use api::{ComponentType, DynamoComponentDeploymentSpec, DynamoComponentDeploymentStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kit::conditions::{self, Status};
+    use kit::testing::{Double, Verb};
+    use kube::Resource;
+
+    fn graph(id: Option<&str>, parallel: bool, order: &[&str]) -> DynamoGraphDeployment {
+        let mut g = dgd(
+            "g",
+            vec![
+                component("Frontend", ComponentType::Frontend),
+                component("Worker", ComponentType::Worker),
+                component("Planner", ComponentType::Planner),
+            ],
+        );
+        g.spec.restart = id.map(|id| RestartSpec {
+            id: id.into(),
+            strategy: Some(RestartStrategy {
+                r#type: Some(if parallel {
+                    RestartStrategyType::Parallel
+                } else {
+                    RestartStrategyType::Sequential
+                }),
+                order: order.iter().map(|s| s.to_string()).collect(),
+            }),
+        });
+        g
+    }
+
+    fn st(id: &str, phase: RestartPhase, in_progress: &[&str]) -> RestartStatus {
+        RestartStatus {
+            observed_id: Some(id.into()),
+            phase: Some(phase),
+            in_progress: in_progress.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    use RestartPhase::*;
+
+    #[test]
+    fn next_status_table() {
+        let none = BTreeSet::new();
+        struct Case {
+            what: &'static str,
+            dgd: DynamoGraphDeployment,
+            previous: Option<RestartStatus>,
+            rolling: bool,
+            finished: BTreeSet<String>,
+            want: Option<RestartStatus>,
+        }
+        let cases = [
+            Case {
+                what: "no request, nothing before",
+                dgd: graph(None, false, &[]),
+                previous: None,
+                rolling: false,
+                finished: none.clone(),
+                want: None,
+            },
+            Case {
+                what: "no request keeps a terminal status",
+                dgd: graph(None, false, &[]),
+                previous: Some(st("a", Completed, &[])),
+                rolling: false,
+                finished: none.clone(),
+                want: Some(st("a", Completed, &[])),
+            },
+            Case {
+                what: "no request drops a running status",
+                dgd: graph(None, false, &[]),
+                previous: Some(st("a", Restarting, &["Worker"])),
+                rolling: false,
+                finished: none.clone(),
+                want: None,
+            },
+            Case {
+                what: "an id already processed is kept",
+                dgd: graph(Some("a"), false, &[]),
+                previous: Some(st("a", Superseded, &[])),
+                rolling: false,
+                finished: none.clone(),
+                want: Some(st("a", Superseded, &[])),
+            },
+            Case {
+                what: "a rolling update supersedes a new request",
+                dgd: graph(Some("b"), false, &[]),
+                previous: Some(st("a", Completed, &[])),
+                rolling: true,
+                finished: none.clone(),
+                want: Some(st("b", Superseded, &[])),
+            },
+            Case {
+                what: "parallel: a new id restarts every component",
+                dgd: graph(Some("b"), true, &[]),
+                previous: Some(st("a", Completed, &[])),
+                rolling: false,
+                finished: set(&["Worker"]),
+                want: Some(st("b", Restarting, &["Frontend", "Planner", "Worker"])),
+            },
+            Case {
+                what: "parallel: finished components leave inProgress",
+                dgd: graph(Some("b"), true, &[]),
+                previous: Some(st("b", Restarting, &["Frontend", "Planner", "Worker"])),
+                rolling: false,
+                finished: set(&["Frontend", "Worker"]),
+                want: Some(st("b", Restarting, &["Planner"])),
+            },
+            Case {
+                what: "parallel: completed when none is left",
+                dgd: graph(Some("b"), true, &[]),
+                previous: Some(st("b", Restarting, &["Planner"])),
+                rolling: false,
+                finished: set(&["Planner"]),
+                want: Some(st("b", Completed, &[])),
+            },
+            Case {
+                what: "sequential default order is alphabetical",
+                dgd: graph(Some("b"), false, &[]),
+                previous: None,
+                rolling: false,
+                finished: none.clone(),
+                want: Some(st("b", Restarting, &["Frontend"])),
+            },
+            Case {
+                what: "sequential follows strategy.order",
+                dgd: graph(Some("b"), false, &["Worker", "Frontend", "Planner"]),
+                previous: None,
+                rolling: false,
+                finished: none.clone(),
+                want: Some(st("b", Restarting, &["Worker"])),
+            },
+            Case {
+                what: "sequential waits for the current component",
+                dgd: graph(Some("b"), false, &["Worker", "Frontend", "Planner"]),
+                previous: Some(st("b", Restarting, &["Worker"])),
+                rolling: false,
+                finished: none.clone(),
+                want: Some(st("b", Restarting, &["Worker"])),
+            },
+            Case {
+                what: "sequential advances",
+                dgd: graph(Some("b"), false, &["Worker", "Frontend", "Planner"]),
+                previous: Some(st("b", Restarting, &["Worker"])),
+                rolling: false,
+                finished: set(&["Worker"]),
+                want: Some(st("b", Restarting, &["Frontend"])),
+            },
+            Case {
+                what: "sequential completes after the last",
+                dgd: graph(Some("b"), false, &["Worker", "Frontend", "Planner"]),
+                previous: Some(st("b", Restarting, &["Planner"])),
+                rolling: false,
+                finished: set(&["Planner"]),
+                want: Some(st("b", Completed, &[])),
+            },
+            Case {
+                what: "a current component that left the order restarts the sequence",
+                dgd: graph(Some("b"), false, &["Worker", "Frontend", "Planner"]),
+                previous: Some(st("b", Restarting, &["Gone"])),
+                rolling: false,
+                finished: set(&["Gone"]),
+                want: Some(st("b", Restarting, &["Worker"])),
+            },
+        ];
+        for c in cases {
+            assert_eq!(
+                next_status(&c.dgd, c.previous.as_ref(), c.rolling, &c.finished),
+                c.want,
+                "{}",
+                c.what
+            );
+        }
+    }
+
+    #[test]
+    fn stamps_table() {
+        let seq = graph(Some("b"), false, &["Worker", "Frontend", "Planner"]);
+        let s = stamps(&seq, Some(&st("b", Restarting, &["Frontend"]))).unwrap();
+        assert_eq!(s.value, "b");
+        assert_eq!(s.components, set(&["Worker", "Frontend"]));
+        assert_eq!(s.value_for("Worker"), Some("b"));
+        assert_eq!(s.value_for("Planner"), None);
+        let done = stamps(&seq, Some(&st("b", Completed, &[]))).unwrap();
+        assert_eq!(done.components, set(&["Worker", "Frontend", "Planner"]));
+        assert_eq!(stamps(&seq, Some(&st("b", Superseded, &[]))), None);
+        assert_eq!(stamps(&seq, None), None);
+        let par = graph(Some("c"), true, &[]);
+        let p = stamps(&par, Some(&st("c", Restarting, &["Worker"]))).unwrap();
+        assert_eq!(p.components.len(), 3);
+        // The request was removed: the observed id stays on every component.
+        let gone = graph(None, false, &[]);
+        let g = stamps(&gone, Some(&st("b", Completed, &[]))).unwrap();
+        assert_eq!((g.value.as_str(), g.components.len()), ("b", 3));
+    }
+
+    fn stamped_dcd(
+        d: &Double,
+        g: &DynamoGraphDeployment,
+        component: &str,
+        value: &str,
+        ready: bool,
+    ) {
+        let spec = g.spec.component(component).unwrap().clone();
+        let mut spec = spec;
+        spec.pod_template
+            .as_mut()
+            .unwrap()
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations = Some([(labels::RESTART_AT.to_string(), value.to_string())].into());
+        d.insert(DynamoComponentDeployment {
+            metadata: ObjectMeta {
+                name: Some(naming::dcd_name(g, &spec, Some("h"))),
+                namespace: Some("ns".into()),
+                generation: Some(2),
+                owner_references: Some(vec![g.controller_owner_ref(&()).unwrap()]),
+                ..Default::default()
+            },
+            spec: DynamoComponentDeploymentSpec {
+                backend_framework: None,
+                component: spec,
+            },
+            status: Some(DynamoComponentDeploymentStatus {
+                observed_generation: Some(2),
+                conditions: vec![conditions::new(
+                    CONDITION_AVAILABLE,
+                    Status::from(ready),
+                    "DeploymentReady",
+                    "",
+                    2,
+                )],
+                component: None,
+            }),
+        });
+    }
+
+    #[tokio::test]
+    async fn resolve_advances_when_the_stamped_dcd_is_ready() {
+        let d = Double::new();
+        let mut g = graph(Some("b"), false, &["Worker", "Frontend", "Planner"]);
+        g.status = Some(api::DynamoGraphDeploymentStatus {
+            restart: Some(st("b", Restarting, &["Worker"])),
+            ..Default::default()
+        });
+        let g = d.insert(g);
+        let generation = WorkerGeneration::settled("h");
+        let restart = Restart::new(d.reader());
+
+        // Not stamped yet (the cache may lag behind the stamp): not finished.
+        stamped_dcd(&d, &g, "Worker", "a", true);
+        let r = restart.resolve(&g, &generation).await.unwrap();
+        assert_eq!(r.status, Some(st("b", Restarting, &["Worker"])));
+        // Stamped but not ready.
+        stamped_dcd(&d, &g, "Worker", "b", false);
+        let r = restart.resolve(&g, &generation).await.unwrap();
+        assert_eq!(r.status, Some(st("b", Restarting, &["Worker"])));
+        // Stamped and ready: the next component.
+        stamped_dcd(&d, &g, "Worker", "b", true);
+        let r = restart.resolve(&g, &generation).await.unwrap();
+        assert_eq!(r.status, Some(st("b", Restarting, &["Frontend"])));
+        assert_eq!(r.stamps.unwrap().components, set(&["Worker", "Frontend"]));
+        assert!(r.superseded.is_none());
+        assert!(d.writes().is_empty(), "the restart step never writes");
+    }
+
+    #[tokio::test]
+    async fn supersession_is_reported_once() {
+        let d = Double::new();
+        let g = d.insert(graph(Some("b"), false, &[]));
+        let rolling = WorkerGeneration {
+            rolling: true,
+            ..WorkerGeneration::settled("h")
+        };
+        let restart = Restart::new(d.reader());
+        let r = restart.resolve(&g, &rolling).await.unwrap();
+        assert_eq!(r.status, Some(st("b", Superseded, &[])));
+        let event = r.superseded.unwrap().event();
+        assert_eq!(
+            (event.reason.as_str(), event.type_),
+            (EVENT_RESTART_SUPERSEDED, kit::EventType::Warning)
+        );
+        assert_eq!(
+            event.note.as_deref(),
+            Some("Restart b superseded by rolling update")
+        );
+        let mut g = g;
+        g.status = Some(api::DynamoGraphDeploymentStatus {
+            restart: r.status,
+            ..Default::default()
+        });
+        let again = restart.resolve(&g, &rolling).await.unwrap();
+        assert!(again.superseded.is_none());
+        assert_eq!(again.stamps, None);
+    }
+
+    #[tokio::test]
+    async fn a_read_failure_is_the_steps_error() {
+        let d = Double::new();
+        let mut g = graph(Some("b"), true, &[]);
+        g.status = Some(api::DynamoGraphDeploymentStatus {
+            restart: Some(st("b", Restarting, &["Worker"])),
+            ..Default::default()
+        });
+        let g = d.insert(g);
+        d.fail_next(
+            Verb::Get,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        let err = Restart::new(d.reader())
+            .resolve(&g, &WorkerGeneration::settled("h"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Read { .. }));
+    }
+}

@@ -465,3 +465,366 @@ fn canonical(value: &Value) -> String {
     write(&mut out, value);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{component, dgd, reasons};
+    use api::ComponentKind;
+    use api::ComponentType;
+    use api::DynamoComponentDeploymentSpec;
+    use api::DynamoComponentDeploymentStatus;
+    use api::dcd::CONDITION_AVAILABLE;
+    use api::v1beta1::ComponentReplicaStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kit::conditions::{self, Status};
+    use kit::testing::{Double, Verb};
+    use kube::Resource;
+
+    fn graph(d: &Double) -> DynamoGraphDeployment {
+        d.insert(dgd(
+            "g",
+            vec![
+                component("Frontend", ComponentType::Frontend),
+                component("Worker", ComponentType::Worker),
+            ],
+        ))
+    }
+
+    fn stored(d: &Double) -> DynamoGraphDeployment {
+        d.object(Some("ns"), "g").unwrap()
+    }
+
+    fn set_image(d: &Double, image: &str) {
+        let mut g = stored(d);
+        let worker = g
+            .spec
+            .components
+            .iter()
+            .position(|c| c.name == "Worker")
+            .unwrap();
+        g.spec.components[worker]
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some(image.into());
+        d.insert(g);
+    }
+
+    /// A worker DCD of `g` at `hash`, ready with `ready` replicas when given.
+    fn worker_dcd(d: &Double, hash: &str, ready: Option<i32>, created: i64) {
+        let g = stored(d);
+        let spec = g.spec.component("Worker").unwrap().clone();
+        let available = ready.is_some();
+        d.insert(DynamoComponentDeployment {
+            metadata: ObjectMeta {
+                name: Some(naming::dcd_name(&g, &spec, Some(hash))),
+                namespace: Some("ns".into()),
+                labels: Some(
+                    [
+                        (
+                            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+                            "g".to_string(),
+                        ),
+                        (labels::DYNAMO_WORKER_HASH.to_string(), hash.to_string()),
+                    ]
+                    .into(),
+                ),
+                owner_references: Some(vec![g.controller_owner_ref(&()).unwrap()]),
+                creation_timestamp: Some(Time(
+                    k8s_openapi::jiff::Timestamp::from_second(created).unwrap(),
+                )),
+                generation: Some(1),
+                ..Default::default()
+            },
+            spec: DynamoComponentDeploymentSpec {
+                backend_framework: None,
+                component: spec,
+            },
+            status: Some(DynamoComponentDeploymentStatus {
+                observed_generation: Some(1),
+                conditions: vec![conditions::new(
+                    CONDITION_AVAILABLE,
+                    Status::from(available),
+                    "DeploymentReady",
+                    "",
+                    1,
+                )],
+                component: Some(ComponentReplicaStatus {
+                    component_kind: ComponentKind::Deployment,
+                    component_name: None,
+                    component_names: vec![],
+                    runtime_namespace: None,
+                    gpus_per_engine: None,
+                    gpus_per_replica: None,
+                    replicas: 1,
+                    updated_replicas: 1,
+                    ready_replicas: ready,
+                    available_replicas: ready,
+                    scheduled_replicas: None,
+                }),
+            }),
+        });
+    }
+
+    /// One pass: the rollout step on the stored graph, its status persisted as the root would.
+    async fn pass(d: &Double) -> (WorkerGeneration, Outcome<DynamoGraphDeploymentStatus>) {
+        let g = stored(d);
+        let mut out = Outcome::new(g.status.clone().unwrap_or_default());
+        let plan = Rollout::new(d.reader(), d.writer())
+            .reconcile(&g, &mut out)
+            .await
+            .unwrap();
+        let mut g = stored(d);
+        g.status = Some(out.status.clone());
+        d.insert(g);
+        (plan, out)
+    }
+
+    fn recorded(d: &Double) -> Option<String> {
+        recorded_hash(&stored(d))
+    }
+
+    #[tokio::test]
+    async fn first_deploy_records_the_hash_and_a_second_run_writes_nothing() {
+        let d = Double::new();
+        let g = graph(&d);
+        let (plan, out) = pass(&d).await;
+        assert_eq!(plan, WorkerGeneration::settled(worker_hash(&g)));
+        assert_eq!(recorded(&d), Some(worker_hash(&g)));
+        assert!(out.events.is_empty());
+        assert!(out.status.rolling_update.is_none());
+        d.clear_writes();
+        let (again, out) = pass(&d).await;
+        assert_eq!(again, plan);
+        assert!(
+            d.writes()
+                .iter()
+                .all(|w| w.kind != "DynamoGraphDeployment" || w.verb != Verb::Patch)
+        );
+        assert!(out.events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_lost_record_is_recovered_from_the_worker_dcds() {
+        let d = Double::new();
+        let g = graph(&d);
+        let hash = worker_hash(&g);
+        worker_dcd(&d, &hash, Some(1), 100);
+        // No annotation (as after `kubectl replace`): not a first deploy, the DCD says which
+        // generation serves; the record is restored.
+        let (plan, out) = pass(&d).await;
+        assert_eq!(plan, WorkerGeneration::settled(hash.clone()));
+        assert_eq!(recorded(&d), Some(hash));
+        assert!(out.events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_lost_record_with_an_old_generation_rolls_instead_of_leaking_it() {
+        let d = Double::new();
+        graph(&d);
+        worker_dcd(&d, "0ld0ld00", Some(1), 100);
+        let (plan, out) = pass(&d).await;
+        assert!(plan.rolling);
+        assert!(plan.retained.contains("0ld0ld00"));
+        assert_eq!(reasons(&out.events), [EVENT_ROLLING_UPDATE_STARTED]);
+        // The record is only written when the new generation takes over.
+        assert_eq!(recorded(&d), None);
+    }
+
+    #[tokio::test]
+    async fn the_oldest_generation_is_the_active_one() {
+        let d = Double::new();
+        graph(&d);
+        worker_dcd(&d, "bbbbbbbb", Some(1), 200);
+        worker_dcd(&d, "aaaaaaaa", Some(1), 100);
+        let dcds: Vec<DynamoComponentDeployment> = d.objects();
+        assert_eq!(recover_active(&dcds).as_deref(), Some("aaaaaaaa"));
+    }
+
+    #[tokio::test]
+    async fn a_worker_change_rolls_surge_first_and_completes_when_the_new_generation_is_ready() {
+        let d = Double::new();
+        let g = graph(&d);
+        let old = worker_hash(&g);
+        pass(&d).await;
+        worker_dcd(&d, &old, Some(1), 100);
+
+        set_image(&d, "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0");
+        let new = worker_hash(&stored(&d));
+        assert_ne!(old, new);
+
+        // Pending: the new generation is rendered next to the old one.
+        let (plan, out) = pass(&d).await;
+        assert_eq!(plan.target, new);
+        assert_eq!(plan.retained, BTreeSet::from([old.clone()]));
+        assert!(plan.rolling);
+        let status = out.status.rolling_update.clone().unwrap();
+        assert_eq!(status.phase, Some(RollingUpdatePhase::Pending));
+        assert!(status.start_time.is_some());
+        assert_eq!(reasons(&out.events), [EVENT_ROLLING_UPDATE_STARTED]);
+        assert_eq!(recorded(&d), Some(old.clone()));
+
+        // InProgress.
+        let (plan, out) = pass(&d).await;
+        assert!(plan.rolling);
+        assert_eq!(
+            out.status.rolling_update.as_ref().unwrap().phase,
+            Some(RollingUpdatePhase::InProgress)
+        );
+        assert!(out.events.is_empty());
+
+        // The new DCD exists but is not ready: still in progress, nothing recorded.
+        worker_dcd(&d, &new, None, 300);
+        let (plan, out) = pass(&d).await;
+        assert!(plan.rolling);
+        assert!(
+            out.status
+                .rolling_update
+                .as_ref()
+                .unwrap()
+                .updated_components
+                .is_empty()
+        );
+        assert_eq!(recorded(&d), Some(old.clone()));
+
+        // Ready: completed, the new hash recorded, the old generation no longer retained.
+        worker_dcd(&d, &new, Some(1), 300);
+        let (plan, out) = pass(&d).await;
+        assert_eq!(plan, WorkerGeneration::settled(new.clone()));
+        let status = out.status.rolling_update.clone().unwrap();
+        assert_eq!(status.phase, Some(RollingUpdatePhase::Completed));
+        assert!(status.end_time.is_some());
+        assert_eq!(status.updated_components, ["Worker"]);
+        assert_eq!(reasons(&out.events), [EVENT_ROLLING_UPDATE_COMPLETED]);
+        assert_eq!(recorded(&d), Some(new));
+
+        // Settled: nothing more to do.
+        d.clear_writes();
+        let (_, out) = pass(&d).await;
+        assert!(out.events.is_empty());
+        assert!(d.writes().iter().all(|w| w.verb != Verb::Patch));
+    }
+
+    #[tokio::test]
+    async fn a_revert_mid_rollout_keeps_the_serving_generation() {
+        let d = Double::new();
+        let g = graph(&d);
+        let old = worker_hash(&g);
+        pass(&d).await;
+        worker_dcd(&d, &old, Some(1), 100);
+        set_image(&d, "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0");
+        pass(&d).await;
+        pass(&d).await;
+        // Back to the original image: the active generation is the target again.
+        set_image(&d, "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1");
+        let (plan, out) = pass(&d).await;
+        assert_eq!(plan, WorkerGeneration::settled(old.clone()));
+        assert_eq!(
+            out.status.rolling_update.unwrap().phase,
+            Some(RollingUpdatePhase::Completed)
+        );
+        assert_eq!(reasons(&out.events), [EVENT_ROLLING_UPDATE_COMPLETED]);
+        assert_eq!(recorded(&d), Some(old));
+    }
+
+    #[tokio::test]
+    async fn multinode_graphs_record_the_hash_and_warn_after_the_write() {
+        let d = Double::new();
+        let mut g = dgd("g", vec![component("Worker", ComponentType::Worker)]);
+        g.spec.components[0].multinode = Some(api::common::MultinodeSpec { node_count: 2 });
+        d.insert(g);
+        let (_, out) = pass(&d).await;
+        assert!(out.events.is_empty(), "first generation: no warning");
+        set_image(&d, "other");
+        // A failed write queues no warning.
+        d.fail_next(
+            Verb::Patch,
+            "DynamoGraphDeployment",
+            kit::Error::Conflict("x".into()),
+        );
+        let g = stored(&d);
+        let mut out = Outcome::new(g.status.clone().unwrap_or_default());
+        let err = Rollout::new(d.reader(), d.writer())
+            .reconcile(&g, &mut out)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Record(_)));
+        assert!(out.events.is_empty());
+        let (plan, out) = pass(&d).await;
+        assert!(!plan.rolling);
+        assert_eq!(reasons(&out.events), [EVENT_ROLLING_UPDATE_NOT_SUPPORTED]);
+        assert_eq!(out.events[0].type_, kit::EventType::Warning);
+        assert_eq!(recorded(&d), Some(worker_hash(&stored(&d))));
+    }
+
+    #[tokio::test]
+    async fn a_list_failure_is_the_steps_error() {
+        let d = Double::new();
+        let g = graph(&d);
+        d.fail_next(
+            Verb::List,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        let mut out = Outcome::new(DynamoGraphDeploymentStatus::default());
+        let err = Rollout::new(d.reader(), d.writer())
+            .reconcile(&g, &mut out)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::List(_)));
+        assert!(d.writes().is_empty());
+    }
+
+    #[test]
+    fn the_hash_covers_worker_pods_only() {
+        let mut g = dgd(
+            "g",
+            vec![
+                component("Frontend", ComponentType::Frontend),
+                component("Worker", ComponentType::Worker),
+            ],
+        );
+        let base = worker_hash(&g);
+        assert_eq!(base.len(), 8);
+        assert!(base.chars().all(|c| c.is_ascii_hexdigit()));
+        // Replicas, scaling adapter and the frontend do not count.
+        g.spec.components[1].replicas = Some(5);
+        g.spec.components[1].scaling_adapter = Some(Default::default());
+        g.spec.components[0].replicas = Some(3);
+        g.spec.components[0].pod_template = None;
+        assert_eq!(worker_hash(&g), base);
+        // The worker pod template, graph env and backend do.
+        let mut image = g.clone();
+        image.spec.components[1]
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("x".into());
+        assert_ne!(worker_hash(&image), base);
+        let mut env = g.clone();
+        env.spec.env = vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "A".into(),
+            value: Some("1".into()),
+            ..Default::default()
+        }];
+        assert_ne!(worker_hash(&env), base);
+        let mut backend = g.clone();
+        backend.spec.backend_framework = Some(api::BackendFramework::Vllm);
+        assert_ne!(worker_hash(&backend), base);
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_level() {
+        let v = json!({"b": [{"y": 1, "x": "2"}], "a": null});
+        assert_eq!(canonical(&v), r#"{"a":null,"b":[{"x":"2","y":1}]}"#);
+    }
+}

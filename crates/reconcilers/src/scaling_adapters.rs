@@ -320,3 +320,175 @@ fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
         .flatten()
         .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{component, dgd, reasons};
+    use api::ComponentType;
+    use kit::testing::{Double, Verb};
+
+    fn graph(d: &Double, replicas: Option<i32>) -> DynamoGraphDeployment {
+        let mut worker = component("VllmDecodeWorker", ComponentType::Worker);
+        worker.scaling_adapter = Some(Default::default());
+        worker.replicas = replicas;
+        d.insert(dgd(
+            "g",
+            vec![component("Frontend", ComponentType::Frontend), worker],
+        ))
+    }
+
+    async fn pass(
+        d: &Double,
+        g: &DynamoGraphDeployment,
+    ) -> Result<Outcome<DynamoGraphDeploymentStatus>, Error> {
+        let mut out = Outcome::new(DynamoGraphDeploymentStatus::default());
+        ScalingAdapters::new(d.reader(), d.writer())
+            .reconcile(g, &mut out)
+            .await
+            .map(|_| out)
+    }
+
+    fn adapter(d: &Double) -> Option<DynamoGraphDeploymentScalingAdapter> {
+        d.object(Some("ns"), "g-vllmdecodeworker")
+    }
+
+    #[tokio::test]
+    async fn creates_one_adapter_per_scalable_component_with_seeded_replicas() {
+        let d = Double::new();
+        let g = graph(&d, Some(3));
+        let out = pass(&d, &g).await.unwrap();
+        assert_eq!(reasons(&out.events), [EVENT_ADAPTER_CREATED]);
+        let a = adapter(&d).unwrap();
+        assert_eq!(a.spec.replicas, 3);
+        assert_eq!(a.spec.dgd_ref.name, "g");
+        assert_eq!(a.spec.dgd_ref.component_name, "VllmDecodeWorker");
+        assert_eq!(a.labels()[labels::DYNAMO_GRAPH_DEPLOYMENT_NAME], "g");
+        assert_eq!(a.labels()[labels::DYNAMO_COMPONENT], "VllmDecodeWorker");
+        let owner = &a.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (owner.controller, owner.uid.as_str()),
+            (Some(true), g.metadata.uid.as_deref().unwrap())
+        );
+        assert_eq!(d.objects::<DynamoGraphDeploymentScalingAdapter>().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn replicas_default_to_one() {
+        let d = Double::new();
+        let g = graph(&d, None);
+        pass(&d, &g).await.unwrap();
+        assert_eq!(adapter(&d).unwrap().spec.replicas, 1);
+    }
+
+    #[tokio::test]
+    async fn a_second_run_writes_nothing() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        pass(&d, &g).await.unwrap();
+        d.clear_writes();
+        let out = pass(&d, &g).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(out.events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn replicas_belong_to_the_adapter_after_creation() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        pass(&d, &g).await.unwrap();
+        // An autoscaler scales the adapter; the graph still says 2.
+        let mut a = adapter(&d).unwrap();
+        a.spec.replicas = 7;
+        d.insert(a);
+        d.clear_writes();
+        let out = pass(&d, &g).await.unwrap();
+        assert!(d.writes().is_empty());
+        assert!(out.events.is_empty());
+        assert_eq!(adapter(&d).unwrap().spec.replicas, 7);
+    }
+
+    #[tokio::test]
+    async fn drift_on_owned_fields_is_restored_and_replicas_kept() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        pass(&d, &g).await.unwrap();
+        let mut a = adapter(&d).unwrap();
+        a.spec.replicas = 5;
+        a.spec.dgd_ref.component_name = "Other".into();
+        a.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        a.metadata.owner_references = None;
+        d.insert(a);
+        d.clear_writes();
+        let out = pass(&d, &g).await.unwrap();
+        assert_eq!(reasons(&out.events), [EVENT_ADAPTER_UPDATED]);
+        let a = adapter(&d).unwrap();
+        assert_eq!(a.spec.replicas, 5);
+        assert_eq!(a.spec.dgd_ref.component_name, "VllmDecodeWorker");
+        assert_eq!(a.labels()[labels::DYNAMO_COMPONENT], "VllmDecodeWorker");
+        assert_eq!(a.labels()["x"], "y");
+        assert!(controlled_by(&a.metadata, &g));
+        assert_eq!(d.changes().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn adapters_follow_the_opt_in_and_the_component_list() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        pass(&d, &g).await.unwrap();
+        // Opt out: deleted.
+        let mut opted_out = g.clone();
+        opted_out.spec.components[1].scaling_adapter = None;
+        let out = pass(&d, &opted_out).await.unwrap();
+        assert_eq!(reasons(&out.events), [EVENT_ADAPTER_DELETED]);
+        assert!(adapter(&d).is_none());
+        // Nothing to delete: no event, no write.
+        d.clear_writes();
+        let out = pass(&d, &opted_out).await.unwrap();
+        assert!(out.events.is_empty() && d.writes().is_empty());
+        // Removed component: its adapter goes.
+        pass(&d, &g).await.unwrap();
+        let mut removed = g.clone();
+        removed.spec.components.truncate(1);
+        let out = pass(&d, &removed).await.unwrap();
+        assert_eq!(reasons(&out.events), [EVENT_ADAPTER_DELETED]);
+        assert!(adapter(&d).is_none());
+    }
+
+    #[tokio::test]
+    async fn adapters_controlled_by_others_are_left_alone() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        let mut foreign = render(
+            &g,
+            &g.spec.components[1],
+            &g.controller_owner_ref(&()).unwrap(),
+        );
+        foreign.metadata.owner_references.as_mut().unwrap()[0].uid = "someone-else".into();
+        foreign.spec.dgd_ref.component_name = "x".into();
+        d.insert(foreign);
+        let out = pass(&d, &g).await.unwrap();
+        assert!(out.events.is_empty());
+        assert!(d.writes().is_empty());
+        assert_eq!(adapter(&d).unwrap().spec.dgd_ref.component_name, "x");
+    }
+
+    #[tokio::test]
+    async fn write_failures_are_the_steps_error() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        d.fail_next(
+            Verb::Create,
+            "DynamoGraphDeploymentScalingAdapter",
+            kit::Error::Forbidden("no".into()),
+        );
+        let err = pass(&d, &g).await.unwrap_err();
+        assert!(matches!(err, Error::Write { .. }), "{err}");
+        d.fail_next(
+            Verb::List,
+            "DynamoGraphDeploymentScalingAdapter",
+            kit::Error::Forbidden("no".into()),
+        );
+        assert!(matches!(pass(&d, &g).await.unwrap_err(), Error::Read(_)));
+    }
+}
