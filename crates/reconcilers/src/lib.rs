@@ -5,6 +5,7 @@
 pub mod checkpoints;
 pub mod child;
 pub mod discovery;
+pub mod epp;
 pub mod error;
 pub mod gms;
 pub mod naming;
@@ -13,6 +14,9 @@ pub mod rbac;
 pub mod restart;
 pub mod rollout;
 pub mod scaling_adapters;
+pub mod shared;
+pub mod ssh_keys;
+pub mod wait_for_leader;
 
 #[cfg(test)]
 mod testutil;

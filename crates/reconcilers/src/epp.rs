@@ -1,0 +1,309 @@
+//! The EPP (endpoint picker) resources of a graph with an `epp` component.
+//!
+//! - Legacy Go EPP (`eppConfig` with inline `config`, no `configMapRef`): ConfigMap
+//!   `<dgd>-epp-config` with key `epp-config-dynamo.yaml` holding the config as YAML, with
+//!   `apiVersion: inference.networking.x-k8s.io/v1alpha1` and `kind: EndpointPickerConfig`
+//!   filled in. With `configMapRef` the user owns the ConfigMap; without `eppConfig` (the native
+//!   EPP) none is needed.
+//! - Always: `inference.networking.k8s.io/v1` InferencePool `<dgd>-pool` selecting the graph's
+//!   worker pods (`nvidia.com/dynamo-component-type: worker` in the EPP component's Dynamo
+//!   namespace) on port 8000, with the EPP Service (`naming::dcd_name(dgd, epp, None)`, gRPC
+//!   port 9002) as its endpoint picker.
+//!
+//! When the cluster does not serve the InferencePool API the step fails with a message saying
+//! so (install the Gateway API Inference Extension CRDs); it is retried, so installing them
+//! later heals the graph.
+
+use std::sync::Arc;
+
+use api::DynamoGraphDeployment;
+use api::labels::{DYNAMO_COMPONENT, DYNAMO_COMPONENT_TYPE, DYNAMO_NAMESPACE};
+use api::v1beta1::DynamoComponentDeploymentSharedSpec;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kit::{Event, Reader, Writer};
+use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
+use serde_json::{Value, json};
+
+use crate::child::{self, Ownership};
+use crate::error::{Error, Result};
+use crate::naming;
+
+/// Key of the EPP configuration in the ConfigMap.
+pub const CONFIG_KEY: &str = "epp-config-dynamo.yaml";
+/// Port of the workers the InferencePool targets (the Dynamo HTTP port).
+pub const TARGET_PORT: i64 = 8000;
+/// gRPC port of the EPP Service.
+pub const EPP_GRPC_PORT: i64 = 9002;
+/// API group of InferencePool.
+pub const INFERENCE_POOL_GROUP: &str = "inference.networking.k8s.io";
+
+/// The `inference.networking.k8s.io/v1` InferencePool resource.
+pub fn inference_pool_resource() -> ApiResource {
+    ApiResource {
+        group: INFERENCE_POOL_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{INFERENCE_POOL_GROUP}/v1"),
+        kind: "InferencePool".into(),
+        plural: "inferencepools".into(),
+    }
+}
+
+/// Ensures the EPP ConfigMap and InferencePool.
+pub struct EppReconciler {
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+}
+
+impl EppReconciler {
+    /// A reconciler reading through `reader` and writing through `writer`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
+        Self { reader, writer }
+    }
+
+    /// Ensure the EPP resources when the graph has an EPP component.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let Some(epp) = dgd.spec.epp_component() else {
+            return Ok(());
+        };
+        let ns = dgd.namespace();
+        let ns = ns.as_deref();
+        let owned = Ownership::ControlledBy(dgd);
+        if let Some(cm) = render_config_map(dgd, epp)? {
+            let e = child::ensure(&*self.reader, &*self.writer, &cm, owned).await?;
+            child::record(events, e, "ConfigMap", ns, &cm.name_any());
+        }
+        let pool = render_inference_pool(dgd, epp)?;
+        let e = child::ensure_dynamic(
+            &*self.reader,
+            &*self.writer,
+            &inference_pool_resource(),
+            &pool,
+            owned,
+        )
+        .await
+        .map_err(unavailable_when_not_served)?;
+        child::record(events, e, "InferencePool", ns, &pool.name_any());
+        Ok(())
+    }
+}
+
+/// An apply of an unserved kind fails with NotFound: say what is missing.
+fn unavailable_when_not_served(e: Error) -> Error {
+    match e {
+        Error::Api { source, action } if source.is_not_found() => Error::Unavailable(format!(
+            "the InferencePool API ({INFERENCE_POOL_GROUP}/v1) is not served by this cluster; install the Gateway API Inference Extension CRDs ({action}: {source})"
+        )),
+        other => other,
+    }
+}
+
+fn epp_labels(dgd: &DynamoGraphDeployment, epp: &DynamoComponentDeploymentSharedSpec) -> std::collections::BTreeMap<String, String> {
+    let mut labels = naming::component_labels(&dgd.name_any(), epp);
+    labels.insert(DYNAMO_COMPONENT.into(), epp.name.clone());
+    labels.insert(DYNAMO_COMPONENT_TYPE.into(), "epp".into());
+    labels
+}
+
+/// The legacy EPP ConfigMap, when the EPP component carries an inline config.
+pub fn render_config_map(
+    dgd: &DynamoGraphDeployment,
+    epp: &DynamoComponentDeploymentSharedSpec,
+) -> Result<Option<ConfigMap>> {
+    let Some(config) = epp.epp_config.as_ref() else {
+        return Ok(None);
+    };
+    if config.config_map_ref.is_some() {
+        return Ok(None);
+    }
+    let Some(inline) = config.config.clone() else {
+        return Err(Error::InvalidSpec(
+            "EPP configuration is required: either eppConfig.configMapRef or eppConfig.config must be specified".into(),
+        ));
+    };
+    let mut inline = match inline {
+        Value::Object(map) => map,
+        other => {
+            return Err(Error::InvalidSpec(format!(
+                "eppConfig.config must be an object, got {other}"
+            )));
+        }
+    };
+    inline.insert(
+        "apiVersion".into(),
+        json!("inference.networking.x-k8s.io/v1alpha1"),
+    );
+    inline.insert("kind".into(), json!("EndpointPickerConfig"));
+    let yaml = serde_yaml::to_string(&Value::Object(inline))
+        .map_err(|e| Error::InvalidSpec(format!("failed to marshal EPP config: {e}")))?;
+    Ok(Some(ConfigMap {
+        metadata: child::owned_meta(
+            dgd,
+            naming::epp_config_map_name(&dgd.name_any()),
+            epp_labels(dgd, epp),
+        )?,
+        data: Some([(CONFIG_KEY.to_string(), yaml)].into()),
+        ..Default::default()
+    }))
+}
+
+/// The InferencePool of the graph, pointing at the EPP Service.
+pub fn render_inference_pool(
+    dgd: &DynamoGraphDeployment,
+    epp: &DynamoComponentDeploymentSharedSpec,
+) -> Result<DynamicObject> {
+    let dgd_name = dgd.name_any();
+    let namespace = dgd.namespace().unwrap_or_default();
+    let dynamo_namespace =
+        naming::dynamo_namespace(epp.global_dynamo_namespace, &namespace, &dgd_name);
+    let resource = inference_pool_resource();
+    let mut pool = DynamicObject::new(&naming::inference_pool_name(&dgd_name), &resource)
+        .within(&namespace)
+        .data(json!({
+            "spec": {
+                "targetPorts": [{"number": TARGET_PORT}],
+                "selector": {"matchLabels": {
+                    DYNAMO_COMPONENT_TYPE: "worker",
+                    DYNAMO_NAMESPACE: dynamo_namespace,
+                }},
+                "endpointPickerRef": {
+                    "kind": "Service",
+                    "name": naming::dcd_name(dgd, epp, None),
+                    "port": {"number": EPP_GRPC_PORT},
+                },
+            }
+        }));
+    pool.metadata.labels = Some(epp_labels(dgd, epp));
+    pool.metadata.owner_references = Some(vec![child::owner_reference(dgd)?]);
+    Ok(pool)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{component, dgd, reasons};
+    use api::ComponentType;
+    use api::common::EppConfig;
+    use k8s_openapi::api::core::v1::ConfigMapKeySelector;
+    use kit::testing::{Double, Verb};
+
+    fn graph(d: &Double, config: Option<EppConfig>) -> DynamoGraphDeployment {
+        let mut epp = component("Epp", ComponentType::Epp);
+        epp.epp_config = config;
+        d.insert(dgd("g", vec![epp, component("W", ComponentType::Worker)]))
+    }
+
+    fn inline() -> EppConfig {
+        EppConfig {
+            config_map_ref: None,
+            config: Some(json!({"plugins": [{"type": "kv-cache-scorer"}]})),
+        }
+    }
+
+    async fn pool(d: &Double) -> Option<DynamicObject> {
+        kit::Reader::get_dynamic(d, &inference_pool_resource(), Some("ns"), "g-pool")
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn creates_config_map_and_pool_then_writes_nothing() {
+        let d = Double::new();
+        let g = graph(&d, Some(inline()));
+        let r = EppReconciler::new(d.reader(), d.writer());
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ConfigMapCreated", "InferencePoolCreated"]);
+        let cm: ConfigMap = d.object(Some("ns"), "g-epp-config").unwrap();
+        let yaml = &cm.data.unwrap()[CONFIG_KEY];
+        assert!(yaml.contains("kind: EndpointPickerConfig"), "{yaml}");
+        assert!(yaml.contains("kv-cache-scorer"), "{yaml}");
+        let p = pool(&d).await.unwrap();
+        assert_eq!(p.data["spec"]["endpointPickerRef"]["name"], "g-epp");
+        assert_eq!(
+            p.data["spec"]["selector"]["matchLabels"][DYNAMO_NAMESPACE],
+            "ns-g"
+        );
+        assert!(child::is_controlled_by(&p.metadata, &g));
+
+        d.clear_writes();
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn drift_on_the_pool_is_restored() {
+        let d = Double::new();
+        let g = graph(&d, None);
+        let r = EppReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none(), "native EPP needs no ConfigMap");
+        let mut p = pool(&d).await.unwrap();
+        p.data["spec"]["targetPorts"] = json!([{"number": 1234}]);
+        let p = kit::Writer::patch_dynamic(
+            &d,
+            &inference_pool_resource(),
+            Some("ns"),
+            "g-pool",
+            &kit::Patch::Merge(json!({"spec": p.data["spec"]})),
+        )
+        .await
+        .unwrap();
+        assert!(p.changed);
+        let mut events = Vec::new();
+        r.reconcile(&g, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["InferencePoolUpdated"]);
+        assert_eq!(pool(&d).await.unwrap().data["spec"]["targetPorts"][0]["number"], TARGET_PORT);
+    }
+
+    #[tokio::test]
+    async fn user_config_map_ref_and_no_epp_write_no_config_map() {
+        let d = Double::new();
+        let g = graph(
+            &d,
+            Some(EppConfig {
+                config_map_ref: Some(ConfigMapKeySelector {
+                    name: "mine".into(),
+                    key: "cfg.yaml".into(),
+                    ..Default::default()
+                }),
+                config: None,
+            }),
+        );
+        EppReconciler::new(d.reader(), d.writer())
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap();
+        assert_eq!(d.writes().len(), 1, "only the pool");
+        let none = d.insert(dgd("plain", vec![component("W", ComponentType::Worker)]));
+        d.clear_writes();
+        EppReconciler::new(d.reader(), d.writer())
+            .reconcile(&none, &mut Vec::new())
+            .await
+            .unwrap();
+        assert!(d.writes().is_empty());
+    }
+
+    #[tokio::test]
+    async fn unserved_inference_pool_api_is_a_clear_error() {
+        let d = Double::new();
+        let g = graph(&d, None);
+        d.fail_next(
+            Verb::Apply,
+            "InferencePool",
+            kit::Error::NotFound("the server could not find the requested resource".into()),
+        );
+        let err = EppReconciler::new(d.reader(), d.writer())
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert!(err.to_string().contains("Gateway API Inference Extension"), "{err}");
+    }
+}
