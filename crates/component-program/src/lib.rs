@@ -21,6 +21,9 @@ pub mod ready;
 pub mod shared;
 pub mod workloads;
 
+#[cfg(test)]
+mod testutil;
+
 use std::sync::Arc;
 
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
@@ -167,5 +170,315 @@ impl ComponentProgram {
                 scaling_adapters::REASON_SCALING_ADAPTERS_FAILED,
             )?;
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{all_ready, graph, stored};
+    use api::common::{Restart as RestartSpec, RestartPhase, RestartStatus, RollingUpdatePhase};
+    use api::{DgdState, DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, labels};
+    use kit::Retry;
+    use kit::conditions::find;
+    use kit::run::{RunError, finish};
+    use kit::testing::{Double, Verb};
+    use kube::ResourceExt;
+    use kube::runtime::controller::Action;
+
+    fn program(d: &Double, leader_worker_sets: bool) -> ComponentProgram {
+        ComponentProgram::new(
+            d.reader(),
+            d.writer(),
+            ComponentConfig {
+                shared: SharedConfig::default(),
+                leader_worker_sets,
+            },
+        )
+    }
+
+    /// One pass of the run loop: reconcile, persist the status, publish the events.
+    async fn pass(d: &Double, p: &ComponentProgram) -> Result<Action, RunError<Error>> {
+        let g = stored(d);
+        let result = p.reconcile(&g).await;
+        finish(
+            &g,
+            result,
+            d.status_writer().as_ref(),
+            d.event_sink().as_ref(),
+        )
+        .await
+    }
+
+    fn status(d: &Double) -> api::DynamoGraphDeploymentStatus {
+        stored(d).status.unwrap()
+    }
+
+    fn ready(d: &Double) -> (String, String, String) {
+        let s = status(d);
+        let c = find(&s.conditions, READY).unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    fn retry_of(err: RunError<Error>) -> Retry {
+        match err {
+            RunError::Reconcile { retry, .. } => retry,
+            RunError::Status(e) => panic!("status write failed: {e}"),
+        }
+    }
+
+    fn scalable_graph() -> api::DynamoGraphDeployment {
+        let mut g = graph();
+        g.spec.components[1].scaling_adapter = Some(Default::default());
+        g
+    }
+
+    fn kinds(d: &Double) -> Vec<(Verb, String)> {
+        d.writes().into_iter().map(|w| (w.verb, w.kind)).collect()
+    }
+
+    #[tokio::test]
+    async fn steps_run_in_order_and_a_converged_pass_writes_nothing() {
+        let d = Double::new();
+        d.insert(scalable_graph());
+        let p = program(&d, false);
+        pass(&d, &p).await.unwrap();
+        let dgd = "DynamoGraphDeployment".to_string();
+        let dcd = "DynamoComponentDeployment".to_string();
+        assert_eq!(
+            kinds(&d),
+            [
+                (Verb::Patch, dgd.clone()),
+                (Verb::Apply, dcd.clone()),
+                (Verb::Apply, dcd.clone()),
+                (
+                    Verb::Create,
+                    "DynamoGraphDeploymentScalingAdapter".to_string()
+                ),
+                (Verb::ApplyStatus, dgd.clone()),
+            ]
+        );
+        let s = status(&d);
+        assert_eq!(s.observed_generation, Some(1));
+        assert_eq!(s.state, DgdState::Pending);
+        assert_eq!(ready(&d).1, "some_resources_are_not_ready");
+        assert!(
+            stored(&d)
+                .annotations()
+                .contains_key(labels::CURRENT_WORKER_HASH_V2)
+        );
+        assert_eq!(d.objects::<DynamoGraphDeploymentScalingAdapter>().len(), 1);
+        assert_eq!(
+            d.event_reasons(),
+            [
+                workloads::EVENT_DCD_CREATED,
+                workloads::EVENT_DCD_CREATED,
+                "some_resources_are_not_ready",
+                scaling_adapters::EVENT_ADAPTER_CREATED,
+            ]
+        );
+
+        all_ready(&d);
+        pass(&d, &p).await.unwrap();
+        let s = status(&d);
+        assert_eq!(s.state, DgdState::Successful);
+        assert_eq!(
+            ready(&d),
+            (
+                "True".into(),
+                "all_resources_are_ready".into(),
+                "All resources are ready".into()
+            )
+        );
+        assert_eq!(s.components.len(), 2);
+
+        d.clear_writes();
+        d.clear_events();
+        pass(&d, &p).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(d.events().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_rollout_failure_stops_before_any_child() {
+        let d = Double::new();
+        d.insert(graph());
+        d.fail_next(
+            Verb::Patch,
+            "DynamoGraphDeployment",
+            kit::Error::Forbidden("denied".into()),
+        );
+        let err = pass(&d, &program(&d, false)).await.unwrap_err();
+        assert_eq!(retry_of(err), Retry::Backoff);
+        let (s, reason, message) = ready(&d);
+        assert_eq!(
+            (s.as_str(), reason.as_str()),
+            ("False", rollout::REASON_ROLLING_UPDATE_FAILED)
+        );
+        assert!(message.contains("denied"), "{message}");
+        assert_eq!(status(&d).state, DgdState::Failed);
+        assert_eq!(status(&d).observed_generation, Some(1));
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+        assert_eq!(d.event_reasons(), [rollout::REASON_ROLLING_UPDATE_FAILED]);
+    }
+
+    #[tokio::test]
+    async fn multinode_without_leader_worker_sets_waits_for_a_change() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.components[1].multinode = Some(api::common::MultinodeSpec { node_count: 2 });
+        d.insert(g);
+        let err = pass(&d, &program(&d, false)).await.unwrap_err();
+        assert_eq!(retry_of(err), Retry::AwaitChange);
+        let (_, reason, message) = ready(&d);
+        assert_eq!(reason, REASON_NO_MULTINODE_ORCHESTRATOR);
+        assert!(message.contains("VllmDecodeWorker") && message.contains("LeaderWorkerSet"));
+        // The rollout step ran (hash recorded), no workload was touched.
+        assert!(
+            stored(&d)
+                .annotations()
+                .contains_key(labels::CURRENT_WORKER_HASH_V2)
+        );
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restart_failure_keeps_the_previous_restart_status() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.restart = Some(RestartSpec {
+            id: "r1".into(),
+            strategy: None,
+        });
+        let previous = RestartStatus {
+            observed_id: Some("r1".into()),
+            phase: Some(RestartPhase::Restarting),
+            in_progress: vec!["Frontend".into()],
+        };
+        g.status = Some(api::DynamoGraphDeploymentStatus {
+            restart: Some(previous.clone()),
+            ..Default::default()
+        });
+        d.insert(g);
+        d.fail_next(
+            Verb::Get,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        pass(&d, &program(&d, false)).await.unwrap_err();
+        assert_eq!(ready(&d).1, restart::REASON_RESTART_FAILED);
+        assert_eq!(status(&d).restart, Some(previous));
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_workloads_failure_keeps_what_earlier_steps_computed() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.restart = Some(RestartSpec {
+            id: "r1".into(),
+            strategy: None,
+        });
+        d.insert(g);
+        d.fail_next(
+            Verb::Apply,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        pass(&d, &program(&d, false)).await.unwrap_err();
+        assert_eq!(ready(&d).1, workloads::REASON_WORKLOADS_FAILED);
+        let s = status(&d);
+        assert_eq!(s.state, DgdState::Failed);
+        assert_eq!(
+            s.restart.unwrap().phase,
+            Some(RestartPhase::Restarting),
+            "the restart step's result is kept"
+        );
+        assert!(
+            d.objects::<DynamoGraphDeploymentScalingAdapter>()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_scaling_adapter_failure_keeps_component_status() {
+        let d = Double::new();
+        d.insert(graph());
+        let p = program(&d, false);
+        pass(&d, &p).await.unwrap();
+        all_ready(&d);
+        let mut g = stored(&d);
+        g.spec.components[1].scaling_adapter = Some(Default::default());
+        d.insert(g);
+        d.fail_next(
+            Verb::Create,
+            "DynamoGraphDeploymentScalingAdapter",
+            kit::Error::Forbidden("no".into()),
+        );
+        pass(&d, &p).await.unwrap_err();
+        let s = status(&d);
+        assert_eq!(
+            ready(&d).1,
+            scaling_adapters::REASON_SCALING_ADAPTERS_FAILED
+        );
+        assert_eq!(s.state, DgdState::Failed);
+        assert_eq!(s.components.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_image_change_is_a_reported_rolling_update_then_ready() {
+        let d = Double::new();
+        d.insert(graph());
+        let p = program(&d, false);
+        pass(&d, &p).await.unwrap();
+        all_ready(&d);
+        pass(&d, &p).await.unwrap();
+        assert_eq!(ready(&d).0, "True");
+
+        let mut g = stored(&d);
+        g.spec.components[1]
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("runtime:2".into());
+        g.metadata.generation = Some(2);
+        d.insert(g);
+        d.clear_events();
+        pass(&d, &p).await.unwrap();
+        assert_eq!(ready(&d).1, "rolling_update_in_progress");
+        assert_eq!(status(&d).state, DgdState::Pending);
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 3);
+        assert!(
+            d.event_reasons()
+                .contains(&rollout::EVENT_ROLLING_UPDATE_STARTED.to_string())
+        );
+
+        // Pending → InProgress; then the new generation becomes ready and replaces the old.
+        pass(&d, &p).await.unwrap();
+        assert_eq!(
+            status(&d).rolling_update.unwrap().phase,
+            Some(RollingUpdatePhase::InProgress)
+        );
+        all_ready(&d);
+        pass(&d, &p).await.unwrap();
+        let s = status(&d);
+        assert_eq!(
+            s.rolling_update.unwrap().phase,
+            Some(RollingUpdatePhase::Completed)
+        );
+        assert_eq!(ready(&d).0, "True");
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+        assert!(
+            d.event_reasons()
+                .contains(&rollout::EVENT_ROLLING_UPDATE_COMPLETED.to_string())
+        );
+        assert!(
+            d.event_reasons()
+                .contains(&workloads::EVENT_DCD_DELETED.to_string())
+        );
     }
 }

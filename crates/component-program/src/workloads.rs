@@ -603,3 +603,385 @@ fn canonical(out: &mut String, value: &Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{all_ready, env, graph, stored};
+    use kit::testing::{Double, Verb};
+    use reconcilers::rollout::worker_hash;
+
+    fn outcome() -> Outcome<DynamoGraphDeploymentStatus> {
+        Outcome::new(DynamoGraphDeploymentStatus::default())
+    }
+
+    fn reasons(out: &Outcome<DynamoGraphDeploymentStatus>) -> Vec<String> {
+        out.events.iter().map(|e| e.reason.clone()).collect()
+    }
+
+    async fn pass(
+        d: &Double,
+        generation: &WorkerGeneration,
+        restart: Option<&RestartStamps>,
+    ) -> (Result<Report, Error>, Outcome<DynamoGraphDeploymentStatus>) {
+        let mut out = outcome();
+        let report = Workloads::new(d.reader(), d.writer())
+            .reconcile(&stored(d), generation, restart, &mut out)
+            .await;
+        (report, out)
+    }
+
+    fn settled(d: &Double) -> WorkerGeneration {
+        WorkerGeneration::settled(worker_hash(&stored(d)))
+    }
+
+    fn dcd(d: &Double, name: &str) -> DynamoComponentDeployment {
+        d.object(Some("ns"), name)
+            .unwrap_or_else(|| panic!("DCD {name}"))
+    }
+
+    fn main_env(dcd: &DynamoComponentDeployment) -> Vec<(String, String)> {
+        dcd.spec
+            .component
+            .pod_template
+            .as_ref()
+            .unwrap()
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .env
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap_or_default()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn creates_one_dcd_per_component_on_the_first_run() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        let (report, out) = pass(&d, &generation, None).await;
+        let report = report.unwrap();
+        assert_eq!(reasons(&out), [EVENT_DCD_CREATED, EVENT_DCD_CREATED]);
+        let worker_name = format!("g-vllmdecodeworker-{}", generation.target);
+        let frontend = dcd(&d, "g-frontend");
+        let worker = dcd(&d, &worker_name);
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+
+        // Labels, owner, worker hash.
+        assert_eq!(frontend.labels()[labels::DYNAMO_GRAPH_DEPLOYMENT_NAME], "g");
+        assert_eq!(frontend.labels()[labels::DYNAMO_COMPONENT], "Frontend");
+        assert_eq!(frontend.labels()[labels::DYNAMO_COMPONENT_TYPE], "frontend");
+        assert_eq!(frontend.labels()[labels::DYNAMO_NAMESPACE], "ns-g");
+        assert!(!frontend.labels().contains_key(labels::DYNAMO_WORKER_HASH));
+        assert_eq!(
+            worker.labels()[labels::DYNAMO_WORKER_HASH],
+            generation.target
+        );
+        let template_labels = worker
+            .spec
+            .component
+            .pod_template
+            .as_ref()
+            .unwrap()
+            .metadata
+            .as_ref()
+            .unwrap()
+            .labels
+            .clone()
+            .unwrap();
+        assert_eq!(
+            template_labels[labels::DYNAMO_WORKER_HASH],
+            generation.target
+        );
+        let owner = &worker.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(owner.controller, Some(true));
+        assert_eq!(Some(owner.uid.as_str()), stored(&d).metadata.uid.as_deref());
+        assert_eq!(worker.spec.component.replicas, Some(1));
+
+        // Graph env first, component entries win and follow.
+        assert_eq!(
+            main_env(&worker),
+            [
+                ("GRAPH".to_string(), "1".to_string()),
+                ("SHARED".to_string(), "component".to_string()),
+                ("COMPONENT".to_string(), "1".to_string()),
+            ]
+        );
+
+        // Nothing is ready yet, in name order.
+        assert_eq!(report.readiness.len(), 2);
+        assert_eq!(report.readiness[0].resource, "g-frontend");
+        assert_eq!(
+            report.readiness[0].not_ready.as_deref(),
+            Some("spec not yet processed: generation=1, observedGeneration=0")
+        );
+        assert!(report.components.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_second_run_writes_nothing_and_reports_status() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        pass(&d, &generation, None).await.0.unwrap();
+        all_ready(&d);
+        d.clear_writes();
+        let (report, out) = pass(&d, &generation, None).await;
+        let report = report.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(out.events.is_empty());
+        assert!(report.readiness.iter().all(|r| r.not_ready.is_none()));
+        assert_eq!(report.components["Frontend"].ready_replicas, Some(1));
+        assert_eq!(report.components.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn user_drift_on_an_owned_field_is_restored() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        pass(&d, &generation, None).await.0.unwrap();
+        let mut frontend = dcd(&d, "g-frontend");
+        frontend
+            .spec
+            .component
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .image = Some("hacked".into());
+        frontend
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("user".into(), "kept".into());
+        d.insert(frontend);
+        d.clear_writes();
+        let (_, out) = pass(&d, &generation, None).await;
+        assert_eq!(reasons(&out), [EVENT_DCD_UPDATED]);
+        let frontend = dcd(&d, "g-frontend");
+        let image = frontend
+            .spec
+            .component
+            .pod_template
+            .as_ref()
+            .unwrap()
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .image
+            .clone();
+        assert_eq!(image.as_deref(), Some("runtime:1"));
+        assert_eq!(d.changes().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn replicas_of_a_scaling_adapter_component_belong_to_others() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.components[1].scaling_adapter = Some(Default::default());
+        g.spec.components[1].replicas = Some(2);
+        d.insert(g);
+        let generation = settled(&d);
+        pass(&d, &generation, None).await.0.unwrap();
+        let name = format!("g-vllmdecodeworker-{}", generation.target);
+        assert_eq!(dcd(&d, &name).spec.component.replicas, None);
+        // The adapter's controller scales the DCD; the graph's value does not come back.
+        let mut worker = dcd(&d, &name);
+        worker.spec.component.replicas = Some(5);
+        d.insert(worker);
+        d.clear_writes();
+        let (_, out) = pass(&d, &generation, None).await;
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+        assert!(out.events.is_empty());
+        assert_eq!(dcd(&d, &name).spec.component.replicas, Some(5));
+    }
+
+    #[tokio::test]
+    async fn a_removed_field_is_removed_from_the_dcd() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        pass(&d, &generation, None).await.0.unwrap();
+        let mut g = stored(&d);
+        g.spec.env.clear();
+        d.insert(g);
+        let (_, out) = pass(&d, &generation, None).await;
+        assert_eq!(reasons(&out), [EVENT_DCD_UPDATED, EVENT_DCD_UPDATED]);
+        let names: Vec<String> = main_env(&dcd(&d, "g-frontend"))
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["COMPONENT", "SHARED"]);
+    }
+
+    #[tokio::test]
+    async fn dcds_of_removed_components_are_deleted() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        pass(&d, &generation, None).await.0.unwrap();
+        let mut g = stored(&d);
+        g.spec.components.truncate(1);
+        d.insert(g);
+        let generation = settled(&d);
+        let (_, out) = pass(&d, &generation, None).await;
+        assert_eq!(reasons(&out), [EVENT_DCD_DELETED]);
+        let names: Vec<String> = d
+            .objects::<DynamoComponentDeployment>()
+            .iter()
+            .map(|d| d.name_any())
+            .collect();
+        assert_eq!(names, ["g-frontend"]);
+    }
+
+    #[tokio::test]
+    async fn a_rolling_update_keeps_the_serving_generation_until_it_settles() {
+        let d = Double::new();
+        d.insert(graph());
+        let old = settled(&d);
+        pass(&d, &old, None).await.0.unwrap();
+        let rolling = WorkerGeneration {
+            target: "11112222".into(),
+            retained: BTreeSet::from([old.target.clone()]),
+            rolling: true,
+        };
+        let (_, out) = pass(&d, &rolling, None).await;
+        assert_eq!(reasons(&out), [EVENT_DCD_CREATED]);
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 3);
+        // Settled on the new generation: the old worker DCD goes.
+        let (_, out) = pass(&d, &WorkerGeneration::settled("11112222"), None).await;
+        assert_eq!(reasons(&out), [EVENT_DCD_DELETED]);
+        let mut names: Vec<String> = d
+            .objects::<DynamoComponentDeployment>()
+            .iter()
+            .map(|d| d.name_any())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["g-frontend", "g-vllmdecodeworker-11112222"]);
+    }
+
+    #[tokio::test]
+    async fn restart_stamps_are_applied_and_kept() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        let stamps = RestartStamps {
+            value: "r1".into(),
+            components: BTreeSet::from(["Frontend".to_string()]),
+        };
+        pass(&d, &generation, Some(&stamps)).await.0.unwrap();
+        let at = |d: &Double| {
+            template_annotation(&dcd(d, "g-frontend").spec.component, labels::RESTART_AT)
+        };
+        assert_eq!(at(&d).as_deref(), Some("r1"));
+        // Without stamps the live value stays: no write.
+        d.clear_writes();
+        pass(&d, &generation, None).await.0.unwrap();
+        assert!(d.writes().is_empty());
+        assert_eq!(at(&d).as_deref(), Some("r1"));
+    }
+
+    #[tokio::test]
+    async fn graph_metadata_is_propagated_where_the_template_does_not_set_it() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.annotations = BTreeMap::from([("a".to_string(), "graph".to_string())]);
+        g.spec.labels = BTreeMap::from([("l".to_string(), "graph".to_string())]);
+        g.metadata.annotations = Some(BTreeMap::from([(
+            labels::ENABLE_METRICS.to_string(),
+            "false".to_string(),
+        )]));
+        g.spec.components[0].pod_template.as_mut().unwrap().metadata = Some(ObjectMeta {
+            annotations: Some(BTreeMap::from([("a".to_string(), "component".to_string())])),
+            ..Default::default()
+        });
+        d.insert(g);
+        pass(&d, &settled(&d), None).await.0.unwrap();
+        let meta = dcd(&d, "g-frontend")
+            .spec
+            .component
+            .pod_template
+            .unwrap()
+            .metadata
+            .unwrap();
+        let annotations = meta.annotations.unwrap();
+        assert_eq!(annotations["a"], "component");
+        assert_eq!(annotations[labels::ENABLE_METRICS], "false");
+        assert_eq!(meta.labels.unwrap()["l"], "graph");
+    }
+
+    #[tokio::test]
+    async fn a_dcd_controlled_by_another_object_is_a_conflict() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        d.insert(DynamoComponentDeployment {
+            metadata: ObjectMeta {
+                name: Some("g-frontend".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: Default::default(),
+            status: None,
+        });
+        let (report, _) = pass(&d, &generation, None).await;
+        let err = report.unwrap_err();
+        assert!(matches!(err, Error::OwnershipConflict { .. }), "{err}");
+        assert!(err.to_string().contains("has no controller owner"));
+    }
+
+    #[tokio::test]
+    async fn write_failures_are_the_steps_error() {
+        let d = Double::new();
+        d.insert(graph());
+        let generation = settled(&d);
+        d.fail_next(
+            Verb::Apply,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        assert!(matches!(
+            pass(&d, &generation, None).await.0.unwrap_err(),
+            Error::Apply { .. }
+        ));
+        d.fail_next(
+            Verb::List,
+            "DynamoComponentDeployment",
+            kit::Error::Forbidden("no".into()),
+        );
+        assert!(matches!(
+            pass(&d, &generation, None).await.0.unwrap_err(),
+            Error::List(_)
+        ));
+    }
+
+    #[test]
+    fn merge_env_keeps_the_graph_order_and_lets_components_win() {
+        let merged = merge_env(
+            &[env("A", "g"), env("B", "g")],
+            &[env("C", "c"), env("A", "c")],
+        );
+        let pairs: Vec<(String, String)> = merged
+            .into_iter()
+            .map(|e| (e.name, e.value.unwrap()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("A".into(), "c".into()),
+                ("B".into(), "g".into()),
+                ("C".into(), "c".into())
+            ]
+        );
+    }
+}
