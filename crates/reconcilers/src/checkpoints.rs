@@ -28,9 +28,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use api::checkpoint::DynamoCheckpointJobConfig;
+use api::checkpoint::DynamoCheckpointPhase;
 use api::checkpoint_identity::identity_hash;
 use api::common::{CheckpointMode, ComponentCheckpointStatus, DynamoCheckpointIdentity};
-use api::checkpoint::DynamoCheckpointPhase;
 use api::labels;
 use api::v1beta1::{
     CheckpointDeletionPolicy, CheckpointStartupPolicy, ComponentCheckpointConfig,
@@ -158,7 +158,12 @@ impl CheckpointReconciler {
                     component.name
                 )));
             }
-            let info = match cfg.checkpoint_ref.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+            let info = match cfg
+                .checkpoint_ref
+                .as_deref()
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+            {
                 Some(reference) => self.referenced(dgd, component, cfg, reference).await?,
                 None => {
                     if checkpoints.is_none() {
@@ -172,7 +177,9 @@ impl CheckpointReconciler {
                     }
                 }
             };
-            resolved.statuses.insert(component.name.clone(), info.status());
+            resolved
+                .statuses
+                .insert(component.name.clone(), info.status());
             resolved.infos.insert(component.name.clone(), info);
         }
         Ok(resolved)
@@ -300,7 +307,10 @@ fn checkpoint_hash(ckpt: &DynamoCheckpoint) -> String {
         .unwrap_or_else(|| identity_hash(&ckpt.spec.identity))
 }
 
-fn find_by_hash<'a>(known: &'a [DynamoCheckpoint], hash: &str) -> Result<Option<&'a DynamoCheckpoint>> {
+fn find_by_hash<'a>(
+    known: &'a [DynamoCheckpoint],
+    hash: &str,
+) -> Result<Option<&'a DynamoCheckpoint>> {
     let mut found = known.iter().filter(|c| checkpoint_hash(c) == hash);
     let first = found.next();
     if found.next().is_some() {
@@ -370,12 +380,17 @@ pub fn render(
     discovery: DiscoveryBackend,
 ) -> Result<DynamoCheckpoint> {
     let dgd_name = dgd.name_any();
-    let policy = cfg.deletion_policy.unwrap_or(CheckpointDeletionPolicy::Delete);
+    let policy = cfg
+        .deletion_policy
+        .unwrap_or(CheckpointDeletionPolicy::Delete);
     let mut object_labels = naming::graph_labels(&dgd_name);
     object_labels.insert(labels::DYNAMO_COMPONENT.into(), component.name.clone());
     object_labels.insert(CHECKPOINT_HASH_LABEL.into(), hash.to_string());
     let annotations = BTreeMap::from([
-        (labels::DYNAMO_AUTO_CHECKPOINT.to_string(), "true".to_string()),
+        (
+            labels::DYNAMO_AUTO_CHECKPOINT.to_string(),
+            "true".to_string(),
+        ),
         (
             labels::CHECKPOINT_DELETION_POLICY.to_string(),
             match policy {
@@ -395,7 +410,10 @@ pub fn render(
         .get_or_insert_with(ObjectMeta::default)
         .labels
         .get_or_insert_with(BTreeMap::new);
-    template_labels.insert(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(), dgd_name.clone());
+    template_labels.insert(
+        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(),
+        dgd_name.clone(),
+    );
     template_labels.insert(labels::DYNAMO_COMPONENT.into(), component.name.clone());
     if naming::is_worker(component.r#type) {
         template_labels.insert(labels::DYNAMO_WORKER_HASH.into(), rollout::worker_hash(dgd));
@@ -445,7 +463,10 @@ fn capture_template(
         ))
     };
     let mut merged = serde_json::to_value(&base).map_err(invalid)?;
-    merge_patch(&mut merged, &serde_json::to_value(overlay).map_err(invalid)?);
+    merge_patch(
+        &mut merged,
+        &serde_json::to_value(overlay).map_err(invalid)?,
+    );
     serde_json::from_value(merged).map_err(invalid)
 }
 
@@ -491,7 +512,10 @@ mod tests {
         }
     }
 
-    fn graph(d: &Double, components: Vec<DynamoComponentDeploymentSharedSpec>) -> DynamoGraphDeployment {
+    fn graph(
+        d: &Double,
+        components: Vec<DynamoComponentDeploymentSharedSpec>,
+    ) -> DynamoGraphDeployment {
         let mut g = dgd("g", components);
         g.spec.backend_framework = Some(BackendFramework::Vllm);
         d.insert(g)
@@ -516,17 +540,32 @@ mod tests {
             }),
             ..Default::default()
         });
-        let g = graph(&d, vec![with_checkpoint(component("Decode", ComponentType::Decode), cfg)]);
+        let g = graph(
+            &d,
+            vec![with_checkpoint(
+                component("Decode", ComponentType::Decode),
+                cfg,
+            )],
+        );
         let r = reconciler(&d);
         let mut events = Vec::new();
         let resolved = r.reconcile(&g, &mut events).await.unwrap();
         assert_eq!(reasons(&events), ["DynamoCheckpointCreated"]);
         let info = &resolved.infos["Decode"];
         let name = info.checkpoint_name.clone().unwrap();
-        assert_eq!(name, format!("checkpoint-{}", info.identity_hash.as_deref().unwrap()));
+        assert_eq!(
+            name,
+            format!("checkpoint-{}", info.identity_hash.as_deref().unwrap())
+        );
         assert!(info.exists && !info.ready && info.automatic);
-        assert_eq!(info.startup_policy, CheckpointStartupPolicy::WaitForCheckpoint);
-        assert_eq!(resolved.statuses["Decode"].checkpoint_name.as_deref(), Some(name.as_str()));
+        assert_eq!(
+            info.startup_policy,
+            CheckpointStartupPolicy::WaitForCheckpoint
+        );
+        assert_eq!(
+            resolved.statuses["Decode"].checkpoint_name.as_deref(),
+            Some(name.as_str())
+        );
 
         let ckpt: DynamoCheckpoint = d.object(Some("ns"), &name).unwrap();
         assert!(child::is_controlled_by(&ckpt.metadata, &g));
@@ -535,12 +574,21 @@ mod tests {
         let template = &job.pod_template_spec;
         let meta = template.metadata.as_ref().unwrap();
         assert_eq!(meta.annotations.as_ref().unwrap()["capture"], "yes");
-        assert_eq!(meta.labels.as_ref().unwrap()[labels::DYNAMO_COMPONENT], "Decode");
+        assert_eq!(
+            meta.labels.as_ref().unwrap()[labels::DYNAMO_COMPONENT],
+            "Decode"
+        );
         let spec = template.spec.as_ref().unwrap();
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
-        assert_eq!(spec.service_account_name.as_deref(), Some("g-k8s-service-discovery"));
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("g-k8s-service-discovery")
+        );
         assert_eq!(spec.containers[0].name, "main");
-        assert_eq!(ckpt.spec.identity.extra_parameters["workerHash"], rollout::worker_hash(&g));
+        assert_eq!(
+            ckpt.spec.identity.extra_parameters["workerHash"],
+            rollout::worker_hash(&g)
+        );
 
         d.clear_writes();
         let mut events = Vec::new();
@@ -559,8 +607,14 @@ mod tests {
         d.insert(ready);
         let resolved = r.reconcile(&g, &mut Vec::new()).await.unwrap();
         assert!(resolved.statuses["Decode"].ready);
-        assert_eq!(resolved.statuses["Decode"].checkpoint_id.as_deref(), Some("abc"));
-        assert!(d.writes().is_empty(), "an existing checkpoint is never rewritten");
+        assert_eq!(
+            resolved.statuses["Decode"].checkpoint_id.as_deref(),
+            Some("abc")
+        );
+        assert!(
+            d.writes().is_empty(),
+            "an existing checkpoint is never rewritten"
+        );
     }
 
     #[tokio::test]
@@ -609,7 +663,10 @@ mod tests {
         assert!(d.writes().is_empty(), "lookups never create");
         assert_eq!(resolved.infos.len(), 3);
         assert!(resolved.infos["A"].ready);
-        assert_eq!(resolved.infos["B"].checkpoint_name.as_deref(), Some("user-ckpt"));
+        assert_eq!(
+            resolved.infos["B"].checkpoint_name.as_deref(),
+            Some("user-ckpt")
+        );
         assert!(!resolved.infos["C"].exists);
         assert_eq!(
             resolved.infos["B"].identity_hash.as_deref(),
@@ -622,14 +679,32 @@ mod tests {
         let d = Double::new();
         let mut by_ref = enabled();
         by_ref.checkpoint_ref = Some("nope".into());
-        let g = graph(&d, vec![with_checkpoint(component("A", ComponentType::Worker), by_ref)]);
-        let err = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let g = graph(
+            &d,
+            vec![with_checkpoint(
+                component("A", ComponentType::Worker),
+                by_ref,
+            )],
+        );
+        let err = reconciler(&d)
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("\"nope\" not found"), "{err}");
 
-        let mut no_backend = dgd("g2", vec![with_checkpoint(component("A", ComponentType::Worker), enabled())]);
+        let mut no_backend = dgd(
+            "g2",
+            vec![with_checkpoint(
+                component("A", ComponentType::Worker),
+                enabled(),
+            )],
+        );
         no_backend.spec.backend_framework = None;
         let no_backend = d.insert(no_backend);
-        let err = reconciler(&d).reconcile(&no_backend, &mut Vec::new()).await.unwrap_err();
+        let err = reconciler(&d)
+            .reconcile(&no_backend, &mut Vec::new())
+            .await
+            .unwrap_err();
         assert!(err.awaits_change(), "{err}");
 
         let disabled = CheckpointReconciler::new(
@@ -640,15 +715,32 @@ mod tests {
                 ..Default::default()
             },
         );
-        let g = graph(&d, vec![with_checkpoint(component("A", ComponentType::Worker), enabled())]);
+        let g = graph(
+            &d,
+            vec![with_checkpoint(
+                component("A", ComponentType::Worker),
+                enabled(),
+            )],
+        );
         assert!(matches!(
             disabled.reconcile(&g, &mut Vec::new()).await.unwrap_err(),
             Error::Config(_)
         ));
 
-        d.fail_next(Verb::Create, "DynamoCheckpoint", kit::Error::Forbidden("no".into()));
-        let err = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap_err();
-        assert!(err.to_string().starts_with("create DynamoCheckpoint ns/checkpoint-"), "{err}");
+        d.fail_next(
+            Verb::Create,
+            "DynamoCheckpoint",
+            kit::Error::Forbidden("no".into()),
+        );
+        let err = reconciler(&d)
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("create DynamoCheckpoint ns/checkpoint-"),
+            "{err}"
+        );
     }
 
     #[tokio::test]
@@ -656,11 +748,17 @@ mod tests {
         let d = Double::new();
         let mut cfg = enabled();
         cfg.deletion_policy = Some(CheckpointDeletionPolicy::Retain);
-        let g = graph(&d, vec![with_checkpoint(component("A", ComponentType::Worker), cfg)]);
+        let g = graph(
+            &d,
+            vec![with_checkpoint(component("A", ComponentType::Worker), cfg)],
+        );
         let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
         let name = resolved.infos["A"].checkpoint_name.clone().unwrap();
         let ckpt: DynamoCheckpoint = d.object(Some("ns"), &name).unwrap();
         assert!(ckpt.metadata.owner_references.is_none());
-        assert_eq!(ckpt.annotations()[labels::CHECKPOINT_DELETION_POLICY], "Retain");
+        assert_eq!(
+            ckpt.annotations()[labels::CHECKPOINT_DELETION_POLICY],
+            "Retain"
+        );
     }
 }

@@ -91,10 +91,7 @@ pub(crate) async fn ensure<K: Kind>(
     desired: &K,
     ownership: Ownership<'_>,
 ) -> Result<Ensured> {
-    let dynamic = to_dynamic(desired).map_err(Error::api(format!(
-        "convert {}",
-        K::kind(&())
-    )))?;
+    let dynamic = to_dynamic(desired).map_err(Error::api(format!("convert {}", K::kind(&()))))?;
     ensure_dynamic(reader, writer, &resource::<K>(), &dynamic, ownership).await
 }
 
@@ -202,7 +199,11 @@ fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
         .find(|o| o.controller == Some(true))
 }
 
-fn check_controller(kind: &str, observed: &DynamicObject, dgd: &DynamoGraphDeployment) -> Result<()> {
+fn check_controller(
+    kind: &str,
+    observed: &DynamicObject,
+    dgd: &DynamoGraphDeployment,
+) -> Result<()> {
     if is_controlled_by(&observed.metadata, dgd) {
         return Ok(());
     }
@@ -238,7 +239,9 @@ pub(crate) fn contains(observed: &Value, desired: &Value) -> bool {
 
 fn set_contains(observed: &Value, desired: &Value) -> bool {
     match (observed, desired) {
-        (Value::Array(o), Value::Array(d)) => d.iter().all(|dv| o.iter().any(|ov| contains(ov, dv))),
+        (Value::Array(o), Value::Array(d)) => {
+            d.iter().all(|dv| o.iter().any(|ov| contains(ov, dv)))
+        }
         _ => contains(observed, desired),
     }
 }
@@ -308,8 +311,14 @@ mod tests {
                 "ownerReferences": [{"uid": "dgd", "controller": true}]},
                 "rules": [{"verbs": ["get"]}], "n": 1.0})
         ));
-        assert!(!contains(&observed, &json!({"metadata": {"labels": {"x": "2"}}})));
-        assert!(!contains(&observed, &json!({"rules": [{"verbs": ["get"]}, {}]})));
+        assert!(!contains(
+            &observed,
+            &json!({"metadata": {"labels": {"x": "2"}}})
+        ));
+        assert!(!contains(
+            &observed,
+            &json!({"rules": [{"verbs": ["get"]}, {}]})
+        ));
         assert!(!contains(&observed, &json!({"missing": "v"})));
         assert!(!contains(
             &observed,
@@ -319,7 +328,13 @@ mod tests {
 
     #[test]
     fn event_reasons() {
-        assert_eq!(event_reason("PersistentVolumeClaim", "Created"), "PVCCreated");
-        assert_eq!(event_reason("ServiceAccount", "Updated"), "ServiceAccountUpdated");
+        assert_eq!(
+            event_reason("PersistentVolumeClaim", "Created"),
+            "PVCCreated"
+        );
+        assert_eq!(
+            event_reason("ServiceAccount", "Updated"),
+            "ServiceAccountUpdated"
+        );
     }
 }

@@ -47,7 +47,10 @@ impl DiscoveryBackend {
 }
 
 /// Whether the graph uses Kubernetes discovery: its annotation, else `default`.
-pub fn kubernetes_discovery_enabled(default: DiscoveryBackend, dgd: &DynamoGraphDeployment) -> bool {
+pub fn kubernetes_discovery_enabled(
+    default: DiscoveryBackend,
+    dgd: &DynamoGraphDeployment,
+) -> bool {
     match dgd.annotations().get(DYNAMO_DISCOVERY_BACKEND) {
         Some(value) => value == DiscoveryBackend::Kubernetes.as_str(),
         None => default == DiscoveryBackend::Kubernetes,
@@ -104,8 +107,14 @@ pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, Role
     let account = naming::discovery_service_account_name(&dgd_name);
     let mut labels = naming::graph_labels(&dgd_name);
     labels.extend(BTreeMap::from([
-        ("app.kubernetes.io/managed-by".to_string(), MANAGED_BY.to_string()),
-        ("app.kubernetes.io/component".to_string(), "rbac".to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            MANAGED_BY.to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "rbac".to_string(),
+        ),
         ("app.kubernetes.io/name".to_string(), account.clone()),
     ]));
     let role_name = format!("{account}-role");
@@ -129,7 +138,9 @@ pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, Role
             rule(
                 "nvidia.com",
                 &["dynamoworkermetadatas"],
-                &["create", "get", "list", "watch", "update", "patch", "delete"],
+                &[
+                    "create", "get", "list", "watch", "update", "patch", "delete",
+                ],
             ),
         ]),
     };
@@ -161,8 +172,10 @@ mod tests {
     fn graph(d: &Double, backend: Option<&str>) -> DynamoGraphDeployment {
         let mut g = dgd("g", vec![]);
         if let Some(b) = backend {
-            g.metadata.annotations =
-                Some(BTreeMap::from([(DYNAMO_DISCOVERY_BACKEND.to_string(), b.to_string())]));
+            g.metadata.annotations = Some(BTreeMap::from([(
+                DYNAMO_DISCOVERY_BACKEND.to_string(),
+                b.to_string(),
+            )]));
         }
         d.insert(g)
     }
@@ -196,13 +209,17 @@ mod tests {
         let g = graph(&d, None);
         let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
         r.reconcile(&g, &mut Vec::new()).await.unwrap();
-        let mut role: Role = d.object(Some("ns"), "g-k8s-service-discovery-role").unwrap();
+        let mut role: Role = d
+            .object(Some("ns"), "g-k8s-service-discovery-role")
+            .unwrap();
         role.rules = Some(vec![]);
         d.insert(role);
         let mut events = Vec::new();
         r.reconcile(&g, &mut events).await.unwrap();
         assert_eq!(reasons(&events), ["RoleUpdated"]);
-        let role: Role = d.object(Some("ns"), "g-k8s-service-discovery-role").unwrap();
+        let role: Role = d
+            .object(Some("ns"), "g-k8s-service-discovery-role")
+            .unwrap();
         assert_eq!(role.rules.unwrap().len(), 4);
     }
 

@@ -102,7 +102,10 @@ fn unavailable_when_not_served(e: Error) -> Error {
     }
 }
 
-fn epp_labels(dgd: &DynamoGraphDeployment, epp: &DynamoComponentDeploymentSharedSpec) -> std::collections::BTreeMap<String, String> {
+fn epp_labels(
+    dgd: &DynamoGraphDeployment,
+    epp: &DynamoComponentDeploymentSharedSpec,
+) -> std::collections::BTreeMap<String, String> {
     let mut labels = naming::component_labels(&dgd.name_any(), epp);
     labels.insert(DYNAMO_COMPONENT.into(), epp.name.clone());
     labels.insert(DYNAMO_COMPONENT_TYPE.into(), "epp".into());
@@ -217,7 +220,10 @@ mod tests {
         let r = EppReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
         r.reconcile(&g, &mut events).await.unwrap();
-        assert_eq!(reasons(&events), ["ConfigMapCreated", "InferencePoolCreated"]);
+        assert_eq!(
+            reasons(&events),
+            ["ConfigMapCreated", "InferencePoolCreated"]
+        );
         let cm: ConfigMap = d.object(Some("ns"), "g-epp-config").unwrap();
         let yaml = &cm.data.unwrap()[CONFIG_KEY];
         assert!(yaml.contains("kind: EndpointPickerConfig"), "{yaml}");
@@ -243,7 +249,10 @@ mod tests {
         let g = graph(&d, None);
         let r = EppReconciler::new(d.reader(), d.writer());
         r.reconcile(&g, &mut Vec::new()).await.unwrap();
-        assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none(), "native EPP needs no ConfigMap");
+        assert!(
+            d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none(),
+            "native EPP needs no ConfigMap"
+        );
         let mut p = pool(&d).await.unwrap();
         p.data["spec"]["targetPorts"] = json!([{"number": 1234}]);
         let p = kit::Writer::patch_dynamic(
@@ -259,7 +268,10 @@ mod tests {
         let mut events = Vec::new();
         r.reconcile(&g, &mut events).await.unwrap();
         assert_eq!(reasons(&events), ["InferencePoolUpdated"]);
-        assert_eq!(pool(&d).await.unwrap().data["spec"]["targetPorts"][0]["number"], TARGET_PORT);
+        assert_eq!(
+            pool(&d).await.unwrap().data["spec"]["targetPorts"][0]["number"],
+            TARGET_PORT
+        );
     }
 
     #[tokio::test]
@@ -304,6 +316,9 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
-        assert!(err.to_string().contains("Gateway API Inference Extension"), "{err}");
+        assert!(
+            err.to_string().contains("Gateway API Inference Extension"),
+            "{err}"
+        );
     }
 }

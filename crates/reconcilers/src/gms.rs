@@ -87,7 +87,12 @@ impl GmsReconciler {
                 }
                 return Ok(());
             }
-            Err(e) => return Err(Error::api(format!("list ResourceClaimTemplate in {}", ns.unwrap_or_default()))(e)),
+            Err(e) => {
+                return Err(Error::api(format!(
+                    "list ResourceClaimTemplate in {}",
+                    ns.unwrap_or_default()
+                ))(e));
+            }
         };
 
         let mut wanted = BTreeSet::new();
@@ -96,7 +101,10 @@ impl GmsReconciler {
                 .reader
                 .get(None, &claim.device_class)
                 .await
-                .map_err(Error::api(format!("get DeviceClass {}", claim.device_class)))?;
+                .map_err(Error::api(format!(
+                    "get DeviceClass {}",
+                    claim.device_class
+                )))?;
             if class.is_none() {
                 return Err(Error::Missing(format!(
                     "DeviceClass {:?} not found: ensure the GPU DRA driver is installed and the device class is registered",
@@ -115,10 +123,9 @@ impl GmsReconciler {
             child::record(events, ensured, "ResourceClaimTemplate", ns, &name);
             wanted.insert(name);
         }
-        for stale in existing
-            .iter()
-            .filter(|t| !wanted.contains(&t.name_any()) && child::is_controlled_by(&t.metadata, dgd))
-        {
+        for stale in existing.iter().filter(|t| {
+            !wanted.contains(&t.name_any()) && child::is_controlled_by(&t.metadata, dgd)
+        }) {
             child::delete_observed(&*self.writer, stale).await?;
             child::record_deleted(events, "ResourceClaimTemplate", ns, &stale.name_any());
         }
@@ -202,13 +209,20 @@ pub fn render(dgd: &DynamoGraphDeployment, claim: &GmsClaim) -> Result<ResourceC
 /// shapes `*/mig-*`, `gpu.*`).
 fn is_gpu_resource(name: &str) -> bool {
     let n = name.to_lowercase();
-    n == "nvidia.com/gpu" || n == "gpu" || n.ends_with("/gpu") || n.contains("/mig-") || n.starts_with("gpu.")
+    n == "nvidia.com/gpu"
+        || n == "gpu"
+        || n.ends_with("/gpu")
+        || n.contains("/mig-")
+        || n.starts_with("gpu.")
 }
 
 /// The GPUs of the component's main container: limits first, then requests; an error for
 /// several GPU resource names or a non-integer quantity.
 pub fn main_container_gpus(component: &DynamoComponentDeploymentSharedSpec) -> Result<i64, String> {
-    let Some(resources) = component.main_container().and_then(|c| c.resources.as_ref()) else {
+    let Some(resources) = component
+        .main_container()
+        .and_then(|c| c.resources.as_ref())
+    else {
         return Ok(0);
     };
     gpu_count(resources)
@@ -254,7 +268,11 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kit::testing::{Double, Verb};
 
-    fn gms_worker(name: &str, gpus: &str, class: Option<&str>) -> DynamoComponentDeploymentSharedSpec {
+    fn gms_worker(
+        name: &str,
+        gpus: &str,
+        class: Option<&str>,
+    ) -> DynamoComponentDeploymentSharedSpec {
         let mut c = component(name, ComponentType::Worker);
         c.experimental = Some(ExperimentalSpec {
             gpu_memory_service: Some(GpuMemoryServiceSpec {
@@ -263,9 +281,19 @@ mod tests {
             }),
             ..Default::default()
         });
-        let main = &mut c.pod_template.as_mut().unwrap().spec.as_mut().unwrap().containers[0];
+        let main = &mut c
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
         main.resources = Some(ResourceRequirements {
-            limits: Some(BTreeMap::from([("nvidia.com/gpu".into(), Quantity(gpus.into()))])),
+            limits: Some(BTreeMap::from([(
+                "nvidia.com/gpu".into(),
+                Quantity(gpus.into()),
+            )])),
             ..Default::default()
         });
         c
@@ -291,7 +319,10 @@ mod tests {
         device_class(&d, DEFAULT_DEVICE_CLASS);
         let g = d.insert(dgd(
             "g",
-            vec![gms_worker("Decode", "2", None), component("Frontend", ComponentType::Frontend)],
+            vec![
+                gms_worker("Decode", "2", None),
+                component("Frontend", ComponentType::Frontend),
+            ],
         ));
         let r = GmsReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
@@ -300,7 +331,10 @@ mod tests {
         let t = template(&d, "g-decode-gpu").unwrap();
         let request = &t.spec.spec.devices.unwrap().requests.unwrap()[0];
         let exactly = request.exactly.as_ref().unwrap();
-        assert_eq!((exactly.device_class_name.as_str(), exactly.count), ("gpu.nvidia.com", Some(2)));
+        assert_eq!(
+            (exactly.device_class_name.as_str(), exactly.count),
+            ("gpu.nvidia.com", Some(2))
+        );
         assert!(child::is_controlled_by(&t.metadata, &g));
 
         d.clear_writes();
@@ -319,7 +353,14 @@ mod tests {
         r.reconcile(&g, &mut Vec::new()).await.unwrap();
 
         let mut t = template(&d, "g-w-gpu").unwrap();
-        t.spec.spec.devices.as_mut().unwrap().requests.as_mut().unwrap()[0]
+        t.spec
+            .spec
+            .devices
+            .as_mut()
+            .unwrap()
+            .requests
+            .as_mut()
+            .unwrap()[0]
             .exactly
             .as_mut()
             .unwrap()
@@ -343,27 +384,47 @@ mod tests {
         let d = Double::new();
         let g = d.insert(dgd("g", vec![gms_worker("W", "1", None)]));
         let r = GmsReconciler::new(d.reader(), d.writer());
-        d.fail_next(Verb::List, "ResourceClaimTemplate", kit::Error::NotFound("the server could not find the requested resource".into()));
+        d.fail_next(
+            Verb::List,
+            "ResourceClaimTemplate",
+            kit::Error::NotFound("the server could not find the requested resource".into()),
+        );
         let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
         assert!(err.to_string().contains("resource.k8s.io/v1"));
 
         let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
-        assert!(err.to_string().contains("DeviceClass \"gpu.nvidia.com\" not found"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("DeviceClass \"gpu.nvidia.com\" not found"),
+            "{err}"
+        );
         assert!(d.writes().is_empty());
 
         let plain = d.insert(dgd("plain", vec![component("W", ComponentType::Worker)]));
-        d.fail_next(Verb::List, "ResourceClaimTemplate", kit::Error::NotFound("gone".into()));
+        d.fail_next(
+            Verb::List,
+            "ResourceClaimTemplate",
+            kit::Error::NotFound("gone".into()),
+        );
         r.reconcile(&plain, &mut Vec::new()).await.unwrap();
     }
 
     #[test]
     fn gpu_counts() {
         let res = |pairs: &[(&str, &str)]| ResourceRequirements {
-            limits: Some(pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()),
+            limits: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            ),
             ..Default::default()
         };
-        assert_eq!(gpu_count(&res(&[("nvidia.com/gpu", "4"), ("cpu", "2")])), Ok(4));
+        assert_eq!(
+            gpu_count(&res(&[("nvidia.com/gpu", "4"), ("cpu", "2")])),
+            Ok(4)
+        );
         assert_eq!(gpu_count(&res(&[("nvidia.com/mig-3g.20gb", "1")])), Ok(1));
         assert_eq!(gpu_count(&res(&[("cpu", "2")])), Ok(0));
         assert!(gpu_count(&res(&[("nvidia.com/gpu", "1"), ("amd.com/gpu", "1")])).is_err());

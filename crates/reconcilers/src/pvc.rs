@@ -53,16 +53,13 @@ impl PvcReconciler {
                 tracing::warn!(dgd = %child::key_of_dgd(dgd), "legacy top-level PVC has no name; skipped");
                 continue;
             }
-            let existing: Option<PersistentVolumeClaim> = kit::ReaderExt::get(
-                &*self.reader,
-                namespace.as_deref(),
-                &pvc.name,
-            )
-            .await
-            .map_err(Error::api(format!(
-                "get PersistentVolumeClaim {}",
-                kit::object::key(namespace.as_deref(), &pvc.name)
-            )))?;
+            let existing: Option<PersistentVolumeClaim> =
+                kit::ReaderExt::get(&*self.reader, namespace.as_deref(), &pvc.name)
+                    .await
+                    .map_err(Error::api(format!(
+                        "get PersistentVolumeClaim {}",
+                        kit::object::key(namespace.as_deref(), &pvc.name)
+                    )))?;
             if existing.is_some() {
                 continue;
             }
@@ -145,14 +142,20 @@ mod tests {
     #[tokio::test]
     async fn creates_once_and_never_updates() {
         let d = Double::new();
-        let g = graph(&d, vec![alpha_pvc("models", Some(true)), alpha_pvc("", Some(true))]);
+        let g = graph(
+            &d,
+            vec![alpha_pvc("models", Some(true)), alpha_pvc("", Some(true))],
+        );
         let r = PvcReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
         r.reconcile(&g, &mut events).await.unwrap();
         assert_eq!(reasons(&events), ["PVCCreated"]);
         let pvc: PersistentVolumeClaim = d.object(Some("ns"), "models").unwrap();
         let spec = pvc.spec.as_ref().unwrap();
-        assert_eq!(spec.access_modes.as_deref(), Some(&["ReadWriteMany".to_string()][..]));
+        assert_eq!(
+            spec.access_modes.as_deref(),
+            Some(&["ReadWriteMany".to_string()][..])
+        );
         assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
         assert_eq!(
             pvc.metadata.owner_references.unwrap()[0].uid,
@@ -168,7 +171,10 @@ mod tests {
         // The user resized it: still never rewritten.
         let mut resized: PersistentVolumeClaim = d.object(Some("ns"), "models").unwrap();
         resized.spec.as_mut().unwrap().resources = Some(VolumeResourceRequirements {
-            requests: Some(BTreeMap::from([("storage".into(), Quantity("20Gi".into()))])),
+            requests: Some(BTreeMap::from([(
+                "storage".into(),
+                Quantity("20Gi".into()),
+            )])),
             ..Default::default()
         });
         d.insert(resized);
@@ -215,7 +221,8 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            err.to_string().starts_with("create PersistentVolumeClaim ns/data"),
+            err.to_string()
+                .starts_with("create PersistentVolumeClaim ns/data"),
             "{err}"
         );
     }

@@ -140,8 +140,14 @@ impl RbacReconciler {
 /// The ServiceAccount `account` and the RoleBinding `<account>-binding` to `cluster_role`.
 pub fn render(namespace: &str, account: &str, cluster_role: &str) -> (ServiceAccount, RoleBinding) {
     let labels = BTreeMap::from([
-        ("app.kubernetes.io/managed-by".to_string(), MANAGED_BY.to_string()),
-        ("app.kubernetes.io/component".to_string(), "rbac".to_string()),
+        (
+            "app.kubernetes.io/managed-by".to_string(),
+            MANAGED_BY.to_string(),
+        ),
+        (
+            "app.kubernetes.io/component".to_string(),
+            "rbac".to_string(),
+        ),
         ("app.kubernetes.io/name".to_string(), account.to_string()),
     ]);
     let meta = |name: String| ObjectMeta {
@@ -218,12 +224,15 @@ mod tests {
         let r = reconciler(&d, config());
         let mut events = Vec::new();
         r.reconcile(&g, &mut events).await.unwrap();
-        let rb: RoleBinding = d.object(Some("ns"), "planner-serviceaccount-binding").unwrap();
+        let rb: RoleBinding = d
+            .object(Some("ns"), "planner-serviceaccount-binding")
+            .unwrap();
         assert_eq!(rb.role_ref.name, "planner-role");
         assert!(rb.metadata.owner_references.is_none());
-        assert!(d
-            .object::<ServiceAccount>(Some("ns"), "epp-serviceaccount")
-            .is_some());
+        assert!(
+            d.object::<ServiceAccount>(Some("ns"), "epp-serviceaccount")
+                .is_some()
+        );
         assert_eq!(
             reasons(&events),
             [
@@ -252,7 +261,9 @@ mod tests {
             .await
             .unwrap();
         // A user edits the subjects.
-        let mut rb: RoleBinding = d.object(Some("ns"), "planner-serviceaccount-binding").unwrap();
+        let mut rb: RoleBinding = d
+            .object(Some("ns"), "planner-serviceaccount-binding")
+            .unwrap();
         rb.subjects = Some(vec![]);
         d.insert(rb);
         let mut events = Vec::new();
@@ -261,17 +272,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(reasons(&events), ["RoleBindingUpdated"]);
-        let rb: RoleBinding = d.object(Some("ns"), "planner-serviceaccount-binding").unwrap();
+        let rb: RoleBinding = d
+            .object(Some("ns"), "planner-serviceaccount-binding")
+            .unwrap();
         assert_eq!(rb.subjects.unwrap()[0].name, "planner-serviceaccount");
 
         // The operator is reconfigured with another ClusterRole: the binding is recreated.
         let mut other = config();
         other.planner_cluster_role = Some("other-role".into());
         d.clear_writes();
-        reconciler(&d, other).reconcile(&g, &mut Vec::new()).await.unwrap();
+        reconciler(&d, other)
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap();
         let verbs: Vec<Verb> = d.writes().iter().map(|w| w.verb).collect();
         assert_eq!(verbs, [Verb::Delete, Verb::Apply]);
-        let rb: RoleBinding = d.object(Some("ns"), "planner-serviceaccount-binding").unwrap();
+        let rb: RoleBinding = d
+            .object(Some("ns"), "planner-serviceaccount-binding")
+            .unwrap();
         assert_eq!(rb.role_ref.name, "other-role");
     }
 
@@ -310,13 +328,20 @@ mod tests {
             .reconcile(&g, &mut Vec::new())
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("\"planner-role\" does not exist"), "{err}");
+        assert!(
+            err.to_string().contains("\"planner-role\" does not exist"),
+            "{err}"
+        );
         assert!(!err.awaits_change());
         assert!(d.writes().is_empty());
 
         cluster_role(&d, "planner-role");
         cluster_role(&d, "epp-role");
-        d.fail_next(Verb::Apply, "RoleBinding", kit::Error::Forbidden("no".into()));
+        d.fail_next(
+            Verb::Apply,
+            "RoleBinding",
+            kit::Error::Forbidden("no".into()),
+        );
         let err = reconciler(&d, config())
             .reconcile(&g, &mut Vec::new())
             .await

@@ -170,7 +170,9 @@ impl SharedResources {
     }
 }
 
-/// On failure: log, wrap as `step`'s error and fail the outcome with its reason.
+/// On failure: log, wrap as `step`'s error and fail the outcome with its reason. (The large
+/// `Err` is what `SharedResources::reconcile` returns; its caller boxes it into `Reconciled`.)
+#[allow(clippy::result_large_err)]
 fn step<T>(
     result: Result<T, Error>,
     step: Step,
@@ -184,7 +186,13 @@ fn step<T>(
     let awaits_change = result.as_ref().err().is_some_and(Error::awaits_change);
     result
         .or_fail(out, generation, step.reason())
-        .map_err(|failed| if awaits_change { failed.await_change() } else { failed })
+        .map_err(|failed| {
+            if awaits_change {
+                failed.await_change()
+            } else {
+                failed
+            }
+        })
 }
 
 #[cfg(test)]
@@ -203,7 +211,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kit::conditions::{self, READY};
     use kit::testing::{Double, Verb};
-    use kit::{Retry, ReaderExt};
+    use kit::{ReaderExt, Retry};
     use std::collections::BTreeMap;
 
     /// A graph exercising every step, and the fixtures it needs.
@@ -234,9 +242,19 @@ mod tests {
             }),
             ..Default::default()
         });
-        let main = &mut worker.pod_template.as_mut().unwrap().spec.as_mut().unwrap().containers[0];
+        let main = &mut worker
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
         main.resources = Some(ResourceRequirements {
-            limits: Some(BTreeMap::from([("nvidia.com/gpu".into(), Quantity("1".into()))])),
+            limits: Some(BTreeMap::from([(
+                "nvidia.com/gpu".into(),
+                Quantity("1".into()),
+            )])),
             ..Default::default()
         });
         let beta = dgd(
@@ -309,7 +327,11 @@ mod tests {
             out.status.checkpoints["Decode"].checkpoint_name,
             infos["Decode"].checkpoint_name
         );
-        assert_eq!(out.events.len(), d.writes().len(), "one event per created child");
+        assert_eq!(
+            out.events.len(),
+            d.writes().len(),
+            "one event per created child"
+        );
 
         d.clear_writes();
         let mut again = outcome();

@@ -66,7 +66,11 @@ pub struct SshKeyReconciler {
 
 impl SshKeyReconciler {
     /// A reconciler; `config: None` when the operator does not manage SSH keys.
-    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: Option<SshKeyConfig>) -> Self {
+    pub fn new(
+        reader: Arc<dyn Reader>,
+        writer: Arc<dyn Writer>,
+        config: Option<SshKeyConfig>,
+    ) -> Self {
         Self {
             reader,
             writer,
@@ -90,12 +94,17 @@ impl SshKeyReconciler {
         if self.get(&namespace, &config.secret_name).await?.is_some() {
             return Ok(());
         }
-        let data = match config.source_namespace.as_deref().filter(|s| *s != namespace) {
+        let data = match config
+            .source_namespace
+            .as_deref()
+            .filter(|s| *s != namespace)
+        {
             Some(source) => match self.get(source, &config.secret_name).await? {
                 Some(secret) => secret.data.unwrap_or_default(),
                 None => {
                     let data = generate()?;
-                    self.create(source, &config.secret_name, data, events).await?
+                    self.create(source, &config.secret_name, data, events)
+                        .await?
                 }
             },
             None => generate()?,
@@ -135,7 +144,13 @@ impl SshKeyReconciler {
         };
         let (stored, created) = child::create_once(&*self.reader, &*self.writer, &secret).await?;
         if created {
-            child::record(events, child::Ensured::Created, "Secret", Some(namespace), &stored.name_any());
+            child::record(
+                events,
+                child::Ensured::Created,
+                "Secret",
+                Some(namespace),
+                &stored.name_any(),
+            );
         }
         Ok(stored.data.unwrap_or_default())
     }
@@ -247,10 +262,16 @@ mod tests {
         let private = String::from_utf8(data[PRIVATE_KEY].0.clone()).unwrap();
         assert!(private.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----\n"));
         let public = String::from_utf8(data[PUBLIC_KEY].0.clone()).unwrap();
-        assert!(public.starts_with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"), "{public}");
+        assert!(
+            public.starts_with("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"),
+            "{public}"
+        );
         for e in &events {
             let note = e.note.clone().unwrap_or_default();
-            assert!(!note.contains("PRIVATE") && !note.contains(&public[12..40]), "{note}");
+            assert!(
+                !note.contains("PRIVATE") && !note.contains(&public[12..40]),
+                "{note}"
+            );
         }
 
         d.clear_writes();
@@ -259,11 +280,17 @@ mod tests {
 
         // Whatever the Secret holds now, a reconcile leaves it alone.
         let mut replaced = first.clone();
-        replaced.data = Some(BTreeMap::from([(PRIVATE_KEY.into(), ByteString(b"user".to_vec()))]));
+        replaced.data = Some(BTreeMap::from([(
+            PRIVATE_KEY.into(),
+            ByteString(b"user".to_vec()),
+        )]));
         d.insert(replaced);
         r.reconcile(&g, &mut Vec::new()).await.unwrap();
         assert!(d.writes().is_empty());
-        assert_eq!(secret(&d, "ns").unwrap().data.unwrap()[PRIVATE_KEY].0, b"user");
+        assert_eq!(
+            secret(&d, "ns").unwrap().data.unwrap()[PRIVATE_KEY].0,
+            b"user"
+        );
     }
 
     #[tokio::test]
@@ -282,7 +309,13 @@ mod tests {
             secret(&d, "dynamo-system").unwrap().data,
             secret(&d, "ns").unwrap().data
         );
-        assert!(secret(&d, "ns").unwrap().metadata.owner_references.is_none());
+        assert!(
+            secret(&d, "ns")
+                .unwrap()
+                .metadata
+                .owner_references
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -298,9 +331,17 @@ mod tests {
             .unwrap();
         assert!(d.writes().is_empty());
 
-        d.fail_next(Verb::Create, "Secret", kit::Error::Forbidden("secrets".into()));
+        d.fail_next(
+            Verb::Create,
+            "Secret",
+            kit::Error::Forbidden("secrets".into()),
+        );
         let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
-        assert!(err.to_string().starts_with("create Secret ns/mpi-run-ssh-secret"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("create Secret ns/mpi-run-ssh-secret"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -316,5 +357,40 @@ mod tests {
         let public = String::from_utf8(a[PUBLIC_KEY].0.clone()).unwrap();
         let blob = STANDARD.decode(public.split(' ').nth(1).unwrap()).unwrap();
         assert!(raw.windows(blob.len()).any(|w| w == blob.as_slice()));
+    }
+
+    /// OpenSSH itself reads the private key and derives the same public key (skipped where
+    /// `ssh-keygen` is not installed).
+    #[test]
+    fn openssh_accepts_the_key() {
+        use std::os::unix::fs::PermissionsExt;
+        let keys = generate().unwrap();
+        let path = std::env::temp_dir().join(format!("mpi-key-{}", std::process::id()));
+        std::fs::write(&path, &keys[PRIVATE_KEY].0).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let derived = std::process::Command::new("ssh-keygen")
+            .arg("-y")
+            .arg("-f")
+            .arg(&path)
+            .output();
+        let _ = std::fs::remove_file(&path);
+        let Ok(derived) = derived else {
+            eprintln!("ssh-keygen not found; skipped");
+            return;
+        };
+        assert!(
+            derived.status.success(),
+            "{}",
+            String::from_utf8_lossy(&derived.stderr)
+        );
+        let derived = String::from_utf8(derived.stdout).unwrap();
+        let public = String::from_utf8(keys[PUBLIC_KEY].0.clone()).unwrap();
+        let fields = |s: &str| {
+            s.split_whitespace()
+                .take(2)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fields(&derived), fields(&public));
     }
 }

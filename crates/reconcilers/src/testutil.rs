@@ -7,7 +7,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::Event;
 
 /// A graph `name` in namespace `ns` (insert it into the double to give it a uid).
-pub fn dgd(name: &str, components: Vec<DynamoComponentDeploymentSharedSpec>) -> DynamoGraphDeployment {
+pub fn dgd(
+    name: &str,
+    components: Vec<DynamoComponentDeploymentSharedSpec>,
+) -> DynamoGraphDeployment {
     DynamoGraphDeployment {
         metadata: ObjectMeta {
             name: Some(name.into()),

@@ -103,8 +103,20 @@ impl WaitForLeaderReconciler {
             return Ok(());
         }
         let cm = render(dgd)?;
-        let e = child::ensure(&*self.reader, &*self.writer, &cm, Ownership::ControlledBy(dgd)).await?;
-        child::record(events, e, "ConfigMap", dgd.namespace().as_deref(), &cm.name_any());
+        let e = child::ensure(
+            &*self.reader,
+            &*self.writer,
+            &cm,
+            Ownership::ControlledBy(dgd),
+        )
+        .await?;
+        child::record(
+            events,
+            e,
+            "ConfigMap",
+            dgd.namespace().as_deref(),
+            &cm.name_any(),
+        );
         Ok(())
     }
 }
@@ -174,6 +186,9 @@ mod tests {
         let g = multinode(&d);
         d.fail_next(Verb::Apply, "ConfigMap", kit::Error::Invalid("bad".into()));
         let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
-        assert!(err.to_string().starts_with("apply ConfigMap ns/g-wait-leader-script"));
+        assert!(
+            err.to_string()
+                .starts_with("apply ConfigMap ns/g-wait-leader-script")
+        );
     }
 }
