@@ -226,7 +226,18 @@ pub async fn ensure_crd_conversion(
     if current.spec.conversion.as_ref() == Some(&desired) {
         return Ok(());
     }
-    let patch = serde_json::json!({ "spec": { "conversion": desired } });
+    // A merge patch keeps keys it does not mention: clear the client config's other mode
+    // (service vs url) explicitly, the apiserver accepts exactly one.
+    let mut conversion = serde_json::to_value(&desired)?;
+    if let Some(config) = conversion
+        .pointer_mut("/webhook/clientConfig")
+        .and_then(|c| c.as_object_mut())
+    {
+        for key in ["service", "url"] {
+            config.entry(key).or_insert(serde_json::Value::Null);
+        }
+    }
+    let patch = serde_json::json!({ "spec": { "conversion": conversion } });
     crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .with_context(|| format!("pointing {name}'s conversion webhook at this operator"))?;

@@ -1,0 +1,155 @@
+//! Runs the real `dynamo-operator` binary as a process against the test control plane.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::ControlPlane;
+
+/// One operator process; killed when dropped.
+pub struct Operator {
+    pub child: Child,
+    pub identity: String,
+    pub log: PathBuf,
+    pub metrics: String,
+    pub webhook: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Options of one operator process.
+pub struct Spawn<'a> {
+    pub identity: &'a str,
+    /// Groups of the operator's user; empty: only what RBAC binds to the user.
+    pub groups: &'a [&'a str],
+    pub extra_args: Vec<String>,
+}
+
+impl Default for Spawn<'_> {
+    fn default() -> Self {
+        Spawn {
+            identity: "dynamo-operator",
+            groups: &["system:masters"],
+            extra_args: Vec::new(),
+        }
+    }
+}
+
+impl Operator {
+    pub fn spawn(cp: &ControlPlane, options: Spawn<'_>) -> Operator {
+        let kubeconfig = cp.write_kubeconfig(options.identity, options.groups);
+        let metrics = format!("127.0.0.1:{}", free_port());
+        let webhook_port = free_port();
+        let webhook = format!("https://127.0.0.1:{webhook_port}");
+        let log = cp
+            .dir()
+            .join(format!("{}-{}.log", options.identity, webhook_port));
+        let child = Command::new(env!("CARGO_BIN_EXE_dynamo-operator"))
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--metrics-address={metrics}"))
+            .arg(format!("--webhook-address=127.0.0.1:{webhook_port}"))
+            .arg(format!("--webhook-url={webhook}"))
+            .arg(format!("--identity={}-{webhook_port}", options.identity))
+            .args([
+                "--lease-namespace=default",
+                "--log=info,operator=debug,kit=debug",
+            ])
+            .args(&options.extra_args)
+            .env("POD_NAMESPACE", "default")
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start dynamo-operator");
+        Operator {
+            child,
+            identity: format!("{}-{webhook_port}", options.identity),
+            log,
+            metrics,
+            webhook,
+        }
+    }
+
+    /// The operator's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `/metrics` text, if the endpoint answers.
+    pub fn metrics_text(&self) -> Option<String> {
+        http_get(&self.metrics, "/metrics")
+    }
+
+    /// Whether `/readyz` answers 200.
+    pub fn ready(&self) -> bool {
+        http_status(&self.metrics, "/readyz") == Some(200)
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, then wait for exit; the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn http_raw(address: &str, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+pub fn http_status(address: &str, path: &str) -> Option<u16> {
+    let raw = http_raw(address, path)?;
+    raw.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn http_get(address: &str, path: &str) -> Option<String> {
+    let raw = http_raw(address, path)?;
+    raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
+}
+
+/// Polls `check` every 100 ms until it holds or `timeout` passes (then panics with `what`).
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of a metric line starting with `prefix` (`name{labels}`), if present.
+pub fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
