@@ -15,11 +15,18 @@ pub fn run_env() -> anyhow::Result<()> {
         let cp = ControlPlane::start(Options::default()).await?;
         let kubeconfig = cp.write_kubeconfig("admin", &["system:masters"]);
         let bin = testkit::Binaries::locate()?.dir;
-        println!("control plane up in {:.1?}: {}", started.elapsed(), cp.server());
+        println!(
+            "control plane up in {:.1?}: {}",
+            started.elapsed(),
+            cp.server()
+        );
         println!("  run directory (logs, audit.log): {}", cp.dir().display());
         println!();
         println!("  export KUBECONFIG={}", kubeconfig.display());
-        println!("  export TESTKIT_DIR={}   # tests attach instead of starting their own", cp.dir().display());
+        println!(
+            "  export TESTKIT_DIR={}   # tests attach instead of starting their own",
+            cp.dir().display()
+        );
         println!("  export PATH={}:$PATH    # kubectl", bin.display());
         println!();
         println!("Ctrl-C stops it and removes the run directory.");
@@ -35,13 +42,25 @@ pub fn run_env() -> anyhow::Result<()> {
 pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
     let started = Instant::now();
     let bin = testkit::binaries::build().context("building the control-plane binaries")?;
-    eprintln!("[xtask] control-plane binaries ready in {:.1?}: {}", started.elapsed(), bin.display());
+    eprintln!(
+        "[xtask] control-plane binaries ready in {:.1?}: {}",
+        started.elapsed(),
+        bin.display()
+    );
     let rt = tokio::runtime::Runtime::new()?;
     let cp = rt.block_on(ControlPlane::start(Options::default()))?;
-    eprintln!("[xtask] control plane up in {:.1?} total: {}", started.elapsed(), cp.server());
+    eprintln!(
+        "[xtask] control plane up in {:.1?} total: {}",
+        started.elapsed(),
+        cp.server()
+    );
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .arg("test")
-        .args(if args.is_empty() { &["--workspace"][..] } else { &[][..] })
+        .args(if args.is_empty() {
+            &["--workspace"][..]
+        } else {
+            &[][..]
+        })
         .args(args)
         .env("TESTKIT_DIR", cp.dir())
         .env("TESTKIT_BIN_DIR", &bin)
@@ -53,4 +72,3 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
