@@ -331,3 +331,358 @@ impl Root {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::v1beta1::{MAIN_CONTAINER_NAME, ProviderOverride};
+    use api::{ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSharedSpec};
+    use component_program::{ComponentConfig, ComponentProgram};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kit::Retry;
+    use kit::conditions::find;
+    use kit::run::{RunError, finish};
+    use kit::testing::{Double, Verb};
+    use std::collections::BTreeMap;
+
+    fn component(name: &str, t: ComponentType) -> DynamoComponentDeploymentSharedSpec {
+        DynamoComponentDeploymentSharedSpec {
+            name: name.into(),
+            r#type: Some(t),
+            replicas: Some(1),
+            pod_template: Some(PodTemplateSpec {
+                metadata: None,
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: MAIN_CONTAINER_NAME.into(),
+                        image: Some("runtime:1".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn graph(annotations: &[(&str, &str)]) -> DynamoGraphDeployment {
+        DynamoGraphDeployment {
+            metadata: ObjectMeta {
+                name: Some("g".into()),
+                namespace: Some("ns".into()),
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                ..Default::default()
+            },
+            spec: api::DynamoGraphDeploymentSpec {
+                components: vec![
+                    component("Frontend", ComponentType::Frontend),
+                    component("Worker", ComponentType::Worker),
+                ],
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    fn root(d: &Double, pod_clique_sets: bool) -> Root {
+        let program = ComponentProgram::new(d.reader(), d.writer(), ComponentConfig::default());
+        Root::new(
+            d.writer(),
+            Arc::new(program),
+            Arc::new(GroveNotImplemented),
+            ServedApis::new(pod_clique_sets),
+        )
+    }
+
+    fn stored(d: &Double) -> DynamoGraphDeployment {
+        d.object(Some("ns"), "g").unwrap()
+    }
+
+    /// One pass of the run loop.
+    async fn pass(d: &Double, root: &Root) -> Result<(), RunError<Error>> {
+        let g = Arc::new(stored(d));
+        let result = root.reconcile(g.clone()).await;
+        finish(
+            g.as_ref(),
+            result,
+            d.status_writer().as_ref(),
+            d.event_sink().as_ref(),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    fn ready(d: &Double) -> (String, String, String) {
+        let s = stored(d).status.unwrap();
+        let c = find(&s.conditions, READY).unwrap();
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    fn retry(err: RunError<Error>) -> Retry {
+        match err {
+            RunError::Reconcile { retry, .. } => retry,
+            RunError::Status(e) => panic!("status write failed: {e}"),
+        }
+    }
+
+    #[test]
+    fn selection_rule() {
+        let run = |provider, recorded| Selection::Run { provider, recorded };
+        let with_override = |mut g: DynamoGraphDeployment| {
+            g.spec.provider_override = Some(ProviderOverride {
+                api_version: "grove.io/v1alpha1".into(),
+                target: Some("PodCliqueSet".into()),
+                value: serde_json::json!({}),
+            });
+            g
+        };
+        let cases: Vec<(&str, DynamoGraphDeployment, bool, Selection)> = vec![
+            (
+                "plain graph",
+                graph(&[]),
+                true,
+                run(Provider::Component, false),
+            ),
+            (
+                "recorded component",
+                graph(&[
+                    (labels::WORKLOAD_PROVIDER, "component"),
+                    (labels::ENABLE_GROVE, "true"),
+                ]),
+                true,
+                run(Provider::Component, true),
+            ),
+            (
+                "recorded grove, served",
+                graph(&[
+                    (labels::WORKLOAD_PROVIDER, "grove"),
+                    (labels::ENABLE_GROVE, "false"),
+                ]),
+                true,
+                run(Provider::Grove, true),
+            ),
+            (
+                "recorded grove, not served: no fallback",
+                graph(&[(labels::WORKLOAD_PROVIDER, "grove")]),
+                false,
+                Selection::Unavailable,
+            ),
+            (
+                "recorded unknown",
+                graph(&[(labels::WORKLOAD_PROVIDER, "lws")]),
+                true,
+                Selection::Unsupported("lws".into()),
+            ),
+            (
+                "opt-out wins over an override",
+                with_override(graph(&[(labels::ENABLE_GROVE, "false")])),
+                true,
+                run(Provider::Component, false),
+            ),
+            (
+                "enable-grove true, served",
+                graph(&[(labels::ENABLE_GROVE, "true")]),
+                true,
+                run(Provider::Grove, false),
+            ),
+            (
+                "enable-grove true, not served",
+                graph(&[(labels::ENABLE_GROVE, "true")]),
+                false,
+                Selection::Unavailable,
+            ),
+            (
+                "a grove provider override asks for grove",
+                with_override(graph(&[])),
+                true,
+                run(Provider::Grove, false),
+            ),
+            (
+                "grove served but not asked for",
+                graph(&[]),
+                true,
+                run(Provider::Component, false),
+            ),
+        ];
+        for (what, g, served, want) in cases {
+            assert_eq!(select(&g, served), want, "{what}");
+        }
+    }
+
+    #[tokio::test]
+    async fn records_the_provider_first_and_then_runs_the_component_program() {
+        let d = Double::new();
+        d.insert(graph(&[]));
+        let root = root(&d, false);
+        pass(&d, &root).await.unwrap();
+        let writes = d.writes();
+        assert_eq!(
+            (writes[0].verb, writes[0].kind.as_str()),
+            (Verb::Patch, "DynamoGraphDeployment")
+        );
+        let g = stored(&d);
+        assert_eq!(g.annotations()[labels::WORKLOAD_PROVIDER], "component");
+        assert_eq!(g.status.as_ref().unwrap().observed_generation, Some(1));
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+        assert_eq!(ready(&d).1, "some_resources_are_not_ready");
+        // The record is not written again.
+        d.clear_writes();
+        pass(&d, &root).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+    }
+
+    #[tokio::test]
+    async fn an_invalid_spec_touches_nothing_and_waits_for_a_change() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.spec.components[1]
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0]
+            .name = "sidecar".into();
+        d.insert(g);
+        let err = pass(&d, &root(&d, false)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::AwaitChange);
+        let (status, reason, message) = ready(&d);
+        assert_eq!((status.as_str(), reason.as_str()), ("False", "InvalidSpec"));
+        assert!(message.contains("spec.components[1]"), "{message}");
+        let writes = d.writes();
+        assert_eq!(writes.len(), 1, "only the status: {writes:?}");
+        assert_eq!(writes[0].verb, Verb::ApplyStatus);
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
+        assert_eq!(stored(&d).status.unwrap().observed_generation, Some(1));
+    }
+
+    #[tokio::test]
+    async fn grove_pathway_rules_apply_once_selected() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.spec.priority_class_name = Some("high".into());
+        d.insert(g);
+        pass(&d, &root(&d, false)).await.unwrap_err();
+        let (_, reason, message) = ready(&d);
+        assert_eq!(reason, "InvalidSpec");
+        assert!(message.contains("spec.priorityClassName"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn grove_asked_for_but_not_served_is_not_ready_with_a_clear_reason() {
+        let d = Double::new();
+        d.insert(graph(&[(labels::ENABLE_GROVE, "true")]));
+        let err = pass(&d, &root(&d, false)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::AwaitChange);
+        let (status, reason, message) = ready(&d);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "selected_workload_provider_unavailable")
+        );
+        assert!(message.contains("PodCliqueSet"));
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
+    }
+
+    #[tokio::test]
+    async fn grove_selected_and_served_reaches_the_grove_program() {
+        let d = Double::new();
+        d.insert(graph(&[(labels::ENABLE_GROVE, "true")]));
+        pass(&d, &root(&d, true)).await.unwrap();
+        assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
+        assert_eq!(ready(&d).1, REASON_GROVE_NOT_IMPLEMENTED);
+        assert_eq!(stored(&d).status.unwrap().state, DgdState::Pending);
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unsupported_record_is_reported() {
+        let d = Double::new();
+        d.insert(graph(&[(labels::WORKLOAD_PROVIDER, "disaggregatedset")]));
+        let err = pass(&d, &root(&d, true)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::AwaitChange);
+        let (_, reason, message) = ready(&d);
+        assert_eq!(reason, REASON_UNSUPPORTED_PROVIDER);
+        assert!(message.contains("disaggregatedset"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_record_is_retried_before_anything_else() {
+        let d = Double::new();
+        d.insert(graph(&[]));
+        d.fail_next(
+            Verb::Patch,
+            "DynamoGraphDeployment",
+            kit::Error::Conflict("stale".into()),
+        );
+        let err = pass(&d, &root(&d, false)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::Backoff);
+        assert_eq!(ready(&d).1, REASON_RECORD_PROVIDER_FAILED);
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+        pass(&d, &root(&d, false)).await.unwrap();
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_stale_observation_does_not_record_a_provider() {
+        let d = Double::new();
+        d.insert(graph(&[]));
+        let stale = Arc::new(stored(&d));
+        // Someone changes the graph after our observation.
+        let mut newer = stored(&d);
+        newer
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(labels::ENABLE_GROVE.into(), "true".into());
+        d.insert(newer);
+        let result = root(&d, true).reconcile(stale).await;
+        let failed = result.unwrap_err();
+        assert!(matches!(failed.error, Error::Record(_)));
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_graph_being_deleted_gets_nothing() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+        g.status = Some(DynamoGraphDeploymentStatus {
+            state: DgdState::Successful,
+            ..Default::default()
+        });
+        d.insert(g);
+        d.writer()
+            .delete_dynamic(
+                &kit::object::resource::<DynamoGraphDeployment>(),
+                Some("ns"),
+                "g",
+                &Default::default(),
+                None,
+            )
+            .await
+            .unwrap();
+        d.clear_writes();
+        pass(&d, &root(&d, false)).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+    }
+}
