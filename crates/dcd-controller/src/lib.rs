@@ -130,6 +130,8 @@ pub mod status;
 pub mod watches;
 
 mod ensure;
+#[cfg(test)]
+mod fixtures;
 mod reconcile;
 
 pub use ensure::LAST_APPLIED_HASH;

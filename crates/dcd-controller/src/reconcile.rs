@@ -208,16 +208,16 @@ impl DcdReconciler {
             }
             Err(error) => return Err(Box::new(fail(out, generation, error))),
         };
+        let (ready, reason, message, component) = readiness;
+        let [available, component_ready] = readiness_conditions(ready, reason, message, generation);
+        // What the workload step observed stays in the status even if the Service step fails.
+        out.status.component = Some(component);
+        conditions::set(&mut out.status.conditions, component_ready);
         if let Err(error) = self.ensure_service(dcd, rendered.service, &mut out).await {
             return Err(Box::new(fail(out, generation, error)));
         }
-
-        let (ready, reason, message, component) = readiness;
         out.status.observed_generation = Some(generation);
-        out.status.component = Some(component);
-        for condition in readiness_conditions(ready, reason, message, generation) {
-            conditions::set(&mut out.status.conditions, condition);
-        }
+        conditions::set(&mut out.status.conditions, available);
         transition_events(&previous, &mut out);
         Ok(out)
     }
@@ -439,3 +439,7 @@ fn fail(mut out: Outcome<StatusOf>, generation: i64, error: Error) -> Failed<Sta
         retry: Retry::Backoff,
     }
 }
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

@@ -947,3 +947,7 @@ pub(crate) fn engine_gpus(dcd: &DynamoComponentDeployment) -> i64 {
     component.main_container().map(container_gpus).unwrap_or(0)
         * i64::from(component.number_of_nodes())
 }
+
+#[cfg(test)]
+#[path = "render_tests.rs"]
+mod tests;

@@ -184,3 +184,7 @@ pub(crate) fn readiness_conditions(
         ),
     ]
 }
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

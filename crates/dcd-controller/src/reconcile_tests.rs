@@ -1,0 +1,687 @@
+//! Reconciler tests on the in-memory double: one pass is reconcile + persist status + publish
+//! events, as the run loop does.
+
+use api::dcd::{CONDITION_AVAILABLE, CONDITION_DYNAMO_COMPONENT_READY};
+use api::v1beta1::ScalingAdapter;
+use api::{ComponentKind, DynamoComponentDeployment, labels};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use kit::conditions;
+use kit::object::resource;
+use kit::run::{RunError, finish};
+use kit::testing::{Double, Verb, Write};
+use kit::{EventType, Patch, Retry};
+use kube::ResourceExt;
+use kube::api::ApiResource;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::LAST_APPLIED_HASH;
+use crate::fixtures::{NS, conformance_dcd};
+use crate::render::leader_worker_set_resource;
+
+fn worker() -> DynamoComponentDeployment {
+    conformance_dcd("v1beta1", "vllm-agg.yaml", "VllmDecodeWorker")
+}
+
+const WORKER: &str = "vllm-agg-vllmdecodeworker";
+
+fn multinode() -> DynamoComponentDeployment {
+    conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode")
+}
+
+const MULTINODE: &str = "sglang-disagg-multinode-decode";
+
+fn setup(dcd: DynamoComponentDeployment) -> (Double, DcdReconciler) {
+    let d = Double::new();
+    d.insert(dcd);
+    let r = DcdReconciler::new(d.reader(), d.writer());
+    (d, r)
+}
+
+fn dcd(d: &Double, name: &str) -> DynamoComponentDeployment {
+    d.object(Some(NS), name).expect("the DCD")
+}
+
+/// One pass of the run loop: reconcile, persist the status, publish the events.
+async fn pass(d: &Double, r: &DcdReconciler, name: &str) -> Result<Action, RunError<Error>> {
+    let dcd = dcd(d, name);
+    let result = r.reconcile(&dcd).await;
+    finish(
+        &dcd,
+        result,
+        d.status_writer().as_ref(),
+        d.event_sink().as_ref(),
+    )
+    .await
+}
+
+fn status(d: &Double, name: &str) -> DynamoComponentDeploymentStatus {
+    dcd(d, name).status.expect("a status")
+}
+
+fn condition(d: &Double, name: &str, type_: &str) -> (String, String, String) {
+    let s = status(d, name);
+    let c = conditions::find(&s.conditions, type_).expect("the condition");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+fn deployment(d: &Double, name: &str) -> Deployment {
+    d.object(Some(NS), name).expect("the Deployment")
+}
+
+fn main_image(d: &Deployment) -> Option<String> {
+    d.spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+}
+
+fn writes_of(d: &Double, verb: Verb) -> Vec<Write> {
+    d.writes().into_iter().filter(|w| w.verb == verb).collect()
+}
+
+fn clear(d: &Double) {
+    d.clear_writes();
+    d.clear_events();
+}
+
+/// Report the Deployment as the Deployment controller would once its pods are available.
+async fn make_available(d: &Double, name: &str) {
+    let dep = deployment(d, name);
+    let desired = dep.spec.as_ref().unwrap().replicas.unwrap_or(1);
+    d.status_writer()
+        .apply_status_dynamic(
+            &resource::<Deployment>(),
+            Some(NS),
+            name,
+            &json!({
+                "observedGeneration": dep.metadata.generation,
+                "replicas": desired,
+                "updatedReplicas": desired,
+                "readyReplicas": desired,
+                "availableReplicas": desired,
+                "conditions": [{"type": "Available", "status": "True"}],
+            }),
+        )
+        .await
+        .unwrap();
+}
+
+async fn merge_patch(d: &Double, resource: &ApiResource, name: &str, body: Value) {
+    d.writer()
+        .patch_dynamic(resource, Some(NS), name, &Patch::Merge(body))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_first_run_creates_the_deployment_and_the_service() {
+    let (d, r) = setup(worker());
+    assert_eq!(pass(&d, &r, WORKER).await.unwrap(), Action::await_change());
+    let dep = deployment(&d, WORKER);
+    assert_eq!(
+        main_image(&dep).as_deref(),
+        Some("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1")
+    );
+    assert!(dep.annotations().contains_key(LAST_APPLIED_HASH));
+    let owner = &dep.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.uid.as_str(), owner.controller),
+        ("dcd-uid", Some(true))
+    );
+    let svc: Service = d.object(Some(NS), WORKER).expect("the Service");
+    assert_eq!(svc.metadata.owner_references.unwrap()[0].uid, "dcd-uid");
+    assert_eq!(d.event_reasons(), ["DeploymentCreated", "ServiceCreated"]);
+    assert!(
+        d.events()
+            .iter()
+            .all(|e| e.event.type_ == EventType::Normal)
+    );
+    let s = status(&d, WORKER);
+    assert_eq!(s.observed_generation, Some(1));
+    let component = s.component.unwrap();
+    assert_eq!(component.component_kind, ComponentKind::Deployment);
+    assert_eq!(component.component_names, [WORKER]);
+    assert_eq!(component.runtime_namespace.as_deref(), Some("ns-vllm-agg"));
+    assert_eq!((component.replicas, component.ready_replicas), (0, Some(0)));
+    assert_eq!(
+        (component.gpus_per_engine, component.gpus_per_replica),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_AVAILABLE),
+        (
+            "False".into(),
+            "DeploymentNotReady".into(),
+            "Deployment is not ready".into()
+        )
+    );
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_DYNAMO_COMPONENT_READY),
+        (
+            "False".into(),
+            "ComponentNotReady".into(),
+            "DynamoComponent is not ready".into()
+        )
+    );
+    assert!(conditions::find(&status(&d, WORKER).conditions, "Ready").is_none());
+    assert!(dcd(&d, WORKER).is_ready().is_err());
+}
+
+#[tokio::test]
+async fn a_second_run_writes_nothing() {
+    let (d, r) = setup(worker());
+    pass(&d, &r, WORKER).await.unwrap();
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(d.writes().is_empty(), "{:?}", d.writes());
+    assert!(d.events().is_empty());
+}
+
+#[tokio::test]
+async fn an_available_deployment_makes_the_dcd_ready_once() {
+    let (d, r) = setup(worker());
+    pass(&d, &r, WORKER).await.unwrap();
+    make_available(&d, WORKER).await;
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_AVAILABLE),
+        (
+            "True".into(),
+            "DeploymentReady".into(),
+            "Deployment is ready".into()
+        )
+    );
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_DYNAMO_COMPONENT_READY),
+        (
+            "True".into(),
+            "ComponentReady".into(),
+            "DynamoComponent is ready".into()
+        )
+    );
+    let component = status(&d, WORKER).component.unwrap();
+    assert_eq!(
+        (
+            component.replicas,
+            component.updated_replicas,
+            component.ready_replicas,
+            component.available_replicas
+        ),
+        (1, 1, Some(1), Some(1))
+    );
+    assert!(dcd(&d, WORKER).is_ready().is_ok());
+    // Only the status changed, and the transition is announced once.
+    assert_eq!(writes_of(&d, Verb::ApplyStatus).len(), 1);
+    assert_eq!(d.writes().len(), 1);
+    assert_eq!(d.event_reasons(), ["DeploymentReady"]);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(d.writes().is_empty());
+    assert!(d.events().is_empty());
+}
+
+#[tokio::test]
+async fn drift_of_an_owned_field_is_restored() {
+    let (d, r) = setup(worker());
+    pass(&d, &r, WORKER).await.unwrap();
+    let mut containers = deployment(&d, WORKER)
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers;
+    containers[0].image = Some("someone/else:latest".into());
+    merge_patch(
+        &d,
+        &resource::<Deployment>(),
+        WORKER,
+        json!({"spec": {"template": {"spec": {"containers": containers}}}}),
+    )
+    .await;
+    assert_eq!(
+        main_image(&deployment(&d, WORKER)).as_deref(),
+        Some("someone/else:latest")
+    );
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(
+        main_image(&deployment(&d, WORKER)).as_deref(),
+        Some("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1")
+    );
+    assert_eq!(d.event_reasons(), ["DeploymentUpdated"]);
+    let applies = writes_of(&d, Verb::Apply);
+    assert_eq!(applies.len(), 1);
+    assert_eq!(
+        (applies[0].kind.as_str(), applies[0].changed),
+        ("Deployment", true)
+    );
+}
+
+#[tokio::test]
+async fn drift_of_an_owned_service_field_is_restored() {
+    let (d, r) = setup(worker());
+    pass(&d, &r, WORKER).await.unwrap();
+    merge_patch(
+        &d,
+        &resource::<Service>(),
+        WORKER,
+        json!({"spec": {"selector": {"nvidia.com/dynamo-component": "other"}}}),
+    )
+    .await;
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    let svc: Service = d.object(Some(NS), WORKER).unwrap();
+    assert_eq!(
+        svc.spec.unwrap().selector.unwrap()[labels::DYNAMO_COMPONENT],
+        "VllmDecodeWorker"
+    );
+    assert_eq!(d.event_reasons(), ["ServiceUpdated"]);
+}
+
+#[tokio::test]
+async fn a_changed_spec_updates_the_deployment_and_removed_fields_go() {
+    let mut w = worker();
+    w.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations = Some([("note".to_string(), "x".to_string())].into());
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).annotations()["note"], "x");
+    // The annotation is removed from the spec: the applied body shrinks, the hash changes.
+    let mut changed = dcd(&d, WORKER);
+    changed
+        .spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata = None;
+    changed.metadata.generation = Some(2);
+    d.insert(changed);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    let dep = deployment(&d, WORKER);
+    assert!(!dep.annotations().contains_key("note"));
+    assert!(d.event_reasons().contains(&"DeploymentUpdated".to_string()));
+    assert_eq!(status(&d, WORKER).observed_generation, Some(2));
+}
+
+#[tokio::test]
+async fn replicas_owned_by_a_scaling_adapter_are_kept() {
+    let mut w = worker();
+    w.spec.component.replicas = Some(2);
+    w.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, None);
+    merge_patch(
+        &d,
+        &resource::<Deployment>(),
+        WORKER,
+        json!({"spec": {"replicas": 5}}),
+    )
+    .await;
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(5));
+    assert!(
+        d.writes().iter().all(|w| w.verb == Verb::ApplyStatus),
+        "{:?}",
+        d.writes()
+    );
+}
+
+#[tokio::test]
+async fn unset_replicas_are_left_to_others() {
+    let mut w = worker();
+    w.spec.component.replicas = None;
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    merge_patch(
+        &d,
+        &resource::<Deployment>(),
+        WORKER,
+        json!({"spec": {"replicas": 3}}),
+    )
+    .await;
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(3));
+    assert!(writes_of(&d, Verb::Apply).is_empty());
+}
+
+#[tokio::test]
+async fn replicas_owned_by_the_dcd_are_restored() {
+    let mut w = worker();
+    w.spec.component.replicas = Some(2);
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(2));
+    merge_patch(
+        &d,
+        &resource::<Deployment>(),
+        WORKER,
+        json!({"spec": {"replicas": 5}}),
+    )
+    .await;
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(2));
+    assert_eq!(d.event_reasons(), ["DeploymentUpdated"]);
+}
+
+#[tokio::test]
+async fn without_leader_worker_sets_a_multinode_component_touches_nothing() {
+    let (d, r) = setup(multinode());
+    assert_eq!(
+        pass(&d, &r, MULTINODE).await.unwrap(),
+        Action::await_change()
+    );
+    assert!(d.objects::<Deployment>().is_empty());
+    assert!(d.objects::<Service>().is_empty());
+    let verbs: Vec<_> = d.writes().iter().map(|w| w.verb).collect();
+    assert_eq!(verbs, [Verb::ApplyStatus]);
+    let (status_, reason, message) = condition(&d, MULTINODE, CONDITION_AVAILABLE);
+    assert_eq!(
+        (status_.as_str(), reason.as_str()),
+        ("False", "LeaderWorkerSetUnavailable")
+    );
+    assert!(message.contains("leaderworkerset.x-k8s.io/v1"), "{message}");
+    assert_eq!(
+        condition(&d, MULTINODE, CONDITION_DYNAMO_COMPONENT_READY).1,
+        "ComponentNotReady"
+    );
+    assert_eq!(status(&d, MULTINODE).observed_generation, Some(1));
+    assert_eq!(d.event_reasons(), ["LeaderWorkerSetUnavailable"]);
+    assert_eq!(d.events()[0].event.type_, EventType::Warning);
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert!(d.writes().is_empty());
+    assert!(d.events().is_empty(), "announced once");
+}
+
+#[tokio::test]
+async fn with_leader_worker_sets_a_multinode_component_gets_one() {
+    let (d, r) = setup(multinode());
+    let r = r.with_leader_worker_set();
+    pass(&d, &r, MULTINODE).await.unwrap();
+    let name = format!("{MULTINODE}-0");
+    let lws = d
+        .reader()
+        .get_dynamic(&leader_worker_set_resource(), Some(NS), &name)
+        .await
+        .unwrap()
+        .expect("the LeaderWorkerSet");
+    assert_eq!(lws.data["spec"]["leaderWorkerTemplate"]["size"], 2);
+    assert!(d.objects::<Deployment>().is_empty());
+    assert_eq!(
+        d.event_reasons(),
+        ["LeaderWorkerSetCreated", "ServiceCreated"]
+    );
+    assert_eq!(
+        condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
+        "LeaderWorkerSetNotReady"
+    );
+    let component = status(&d, MULTINODE).component.unwrap();
+    assert_eq!(component.component_kind, ComponentKind::LeaderWorkerSet);
+    assert_eq!(component.component_names, vec![name.clone()]);
+    assert_eq!(
+        (component.gpus_per_engine, component.gpus_per_replica),
+        (Some(8), Some(8))
+    );
+    d.status_writer()
+        .apply_status_dynamic(
+            &leader_worker_set_resource(),
+            Some(NS),
+            &name,
+            &json!({"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+                    "conditions": [{"type": "Available", "status": "True"}]}),
+        )
+        .await
+        .unwrap();
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert_eq!(
+        condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
+        "LeaderWorkerSetReady"
+    );
+    assert_eq!(d.event_reasons(), ["LeaderWorkerSetReady"]);
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert!(d.writes().is_empty());
+}
+
+#[tokio::test]
+async fn an_invalid_spec_touches_no_child_and_waits_for_a_change() {
+    let mut w = worker();
+    w.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .image = None;
+    let (d, r) = setup(w);
+    let err = pass(&d, &r, WORKER).await.unwrap_err();
+    assert!(matches!(
+        err,
+        RunError::Reconcile {
+            retry: Retry::AwaitChange,
+            error: Error::InvalidSpec(_)
+        }
+    ));
+    let verbs: Vec<_> = d.writes().iter().map(|w| w.verb).collect();
+    assert_eq!(verbs, [Verb::ApplyStatus]);
+    let (s, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "InvalidSpec"));
+    assert!(message.contains("image"), "{message}");
+    assert_eq!(d.event_reasons(), ["InvalidSpec"]);
+    assert_eq!(d.events()[0].event.type_, EventType::Warning);
+    assert!(conditions::find(&status(&d, WORKER).conditions, "Ready").is_none());
+}
+
+#[tokio::test]
+async fn a_failed_deployment_apply_maps_to_its_reason_and_retries() {
+    let (d, r) = setup(worker());
+    d.fail_next(
+        Verb::Apply,
+        "Deployment",
+        kit::Error::Forbidden("no".into()),
+    );
+    let err = pass(&d, &r, WORKER).await.unwrap_err();
+    assert!(matches!(
+        err,
+        RunError::Reconcile {
+            retry: Retry::Backoff,
+            error: Error::Sync {
+                child: Child::Deployment,
+                ..
+            }
+        }
+    ));
+    let (s, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", "DeploymentSyncFailed")
+    );
+    assert!(message.contains("forbidden"), "{message}");
+    assert!(
+        d.objects::<Service>().is_empty(),
+        "the Service step did not run"
+    );
+    assert_eq!(d.event_reasons(), ["DeploymentSyncFailed"]);
+    // The next attempt succeeds and clears the failure.
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_AVAILABLE).1,
+        "DeploymentNotReady"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_read_and_a_failed_service_apply_map_to_their_reasons() {
+    let (d, r) = setup(worker());
+    d.fail_next(
+        Verb::Get,
+        "Deployment",
+        kit::Error::Kube(kube::Error::LinesCodecMaxLineLengthExceeded),
+    );
+    pass(&d, &r, WORKER).await.unwrap_err();
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_AVAILABLE).1,
+        "DeploymentSyncFailed"
+    );
+    d.fail_next(
+        Verb::Apply,
+        "Service",
+        kit::Error::Invalid("bad port".into()),
+    );
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap_err();
+    assert_eq!(
+        condition(&d, WORKER, CONDITION_AVAILABLE).1,
+        "ServiceSyncFailed"
+    );
+    assert_eq!(
+        d.event_reasons(),
+        ["DeploymentCreated", "ServiceSyncFailed"]
+    );
+    // The status keeps what the Deployment step found.
+    assert_eq!(
+        status(&d, WORKER).component.unwrap().component_kind,
+        ComponentKind::Deployment
+    );
+}
+
+#[tokio::test]
+async fn a_service_no_longer_wanted_is_deleted_when_owned() {
+    let (d, r) = setup(worker());
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(d.objects::<Service>().len(), 1);
+    // Switch the component to etcd discovery: a worker then wants no Service.
+    let mut changed = dcd(&d, WORKER);
+    changed
+        .spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations = Some(
+        [(
+            labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
+            "etcd".to_string(),
+        )]
+        .into(),
+    );
+    changed.metadata.generation = Some(2);
+    d.insert(changed);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(d.objects::<Service>().is_empty());
+    assert_eq!(d.event_reasons(), ["DeploymentUpdated", "ServiceDeleted"]);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(d.writes().is_empty());
+}
+
+#[tokio::test]
+async fn a_service_not_owned_is_left_alone() {
+    let mut w = worker();
+    w.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations = Some(
+        [(
+            labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
+            "etcd".to_string(),
+        )]
+        .into(),
+    );
+    let (d, r) = setup(w);
+    d.insert(Service {
+        metadata: ObjectMeta {
+            name: Some(WORKER.into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(d.objects::<Service>().len(), 1);
+    assert!(writes_of(&d, Verb::Delete).is_empty());
+}
+
+#[tokio::test]
+async fn a_child_controlled_by_another_owner_is_not_taken_over() {
+    let (d, r) = setup(worker());
+    d.insert(Deployment {
+        metadata: ObjectMeta {
+            name: Some(WORKER.into()),
+            namespace: Some(NS.into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1".into(),
+                kind: "ReplicaSet".into(),
+                name: "someone".into(),
+                uid: "other-uid".into(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let err = pass(&d, &r, WORKER).await.unwrap_err();
+    assert!(matches!(
+        err,
+        RunError::Reconcile {
+            retry: Retry::Backoff,
+            error: Error::OwnershipConflict { .. }
+        }
+    ));
+    assert!(writes_of(&d, Verb::Apply).is_empty());
+    let (_, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!(reason, "OwnershipConflict");
+    assert!(message.contains("ReplicaSet someone"), "{message}");
+}
+
+#[tokio::test]
+async fn a_dcd_being_deleted_is_left_to_garbage_collection() {
+    let mut w = worker();
+    w.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+    w.metadata.finalizers = Some(vec!["x".into()]);
+    w.status = Some(DynamoComponentDeploymentStatus {
+        observed_generation: Some(1),
+        ..Default::default()
+    });
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(d.writes().is_empty());
+    assert!(d.objects::<Deployment>().is_empty());
+}

@@ -1,0 +1,973 @@
+//! Renderer tests: defaults per component type, user values winning, labels, Services, shared
+//! memory, replica ownership, multinode, and every conformance component.
+
+use std::collections::BTreeMap;
+
+use api::common::MultinodeSpec;
+use api::labels;
+use api::v1beta1::{ComponentType, ScalingAdapter};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EnvVar, PodSecurityContext, PodSpec, Probe, Service, Volume,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::fixtures::{conformance_dcd, conformance_graphs, dcd_of};
+
+fn deployment_of(dcd: &DynamoComponentDeployment) -> Deployment {
+    match render(dcd).workload {
+        Workload::Deployment(d) => *d,
+        Workload::LeaderWorkerSet(_) => panic!("expected a Deployment"),
+    }
+}
+
+fn pod(dcd: &DynamoComponentDeployment) -> PodSpec {
+    deployment_of(dcd).spec.unwrap().template.spec.unwrap()
+}
+
+fn main_of(spec: &PodSpec) -> &Container {
+    assert_eq!(spec.containers[0].name, "main", "main comes first");
+    &spec.containers[0]
+}
+
+fn env_map(c: &Container) -> BTreeMap<String, Value> {
+    c.env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), serde_json::to_value(e).unwrap()))
+        .collect()
+}
+
+fn env_value(c: &Container, name: &str) -> Option<String> {
+    c.env
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)
+        .and_then(|e| e.value.clone())
+}
+
+fn pod_labels(dcd: &DynamoComponentDeployment) -> BTreeMap<String, String> {
+    deployment_of(dcd)
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .labels
+        .unwrap()
+}
+
+fn worker() -> DynamoComponentDeployment {
+    conformance_dcd("v1beta1", "vllm-agg.yaml", "VllmDecodeWorker")
+}
+
+fn frontend() -> DynamoComponentDeployment {
+    conformance_dcd("v1beta1", "vllm-agg.yaml", "Frontend")
+}
+
+fn main_mut(dcd: &mut DynamoComponentDeployment) -> &mut Container {
+    dcd.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .iter_mut()
+        .find(|c| c.name == "main")
+        .unwrap()
+}
+
+fn user_spec_mut(dcd: &mut DynamoComponentDeployment) -> &mut PodSpec {
+    dcd.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+}
+
+fn annotate(dcd: &mut DynamoComponentDeployment, key: &str, value: &str) {
+    dcd.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(key.into(), value.into());
+}
+
+fn probe_json(p: &Option<Probe>) -> Value {
+    serde_json::to_value(p).unwrap()
+}
+
+#[test]
+fn same_input_same_output() {
+    for (path, dgd) in conformance_graphs() {
+        for c in &dgd.spec.components {
+            let mut dcd = dcd_of(&dgd, &c.name);
+            dcd.metadata.uid = Some("u".into());
+            assert_eq!(render(&dcd), render(&dcd), "{}: {}", path.display(), c.name);
+        }
+    }
+}
+
+#[test]
+fn every_conformance_component_renders_with_the_users_main_container() {
+    let mut rendered = 0;
+    for (path, dgd) in conformance_graphs() {
+        for c in &dgd.spec.components {
+            let mut dcd = dcd_of(&dgd, &c.name);
+            dcd.metadata.uid = Some("u".into());
+            let at = format!("{}: {}", path.display(), c.name);
+            let user = c.main_container().unwrap();
+            let r = render(&dcd);
+            let (template, name) = match &r.workload {
+                Workload::Deployment(d) => {
+                    let spec = d.spec.clone().unwrap();
+                    assert_eq!(
+                        spec.selector.match_labels.unwrap()[labels::SELECTOR],
+                        dcd.name_any(),
+                        "{at}"
+                    );
+                    (spec.template, d.name_any())
+                }
+                Workload::LeaderWorkerSet(l) => {
+                    assert!(c.is_multinode(), "{at}");
+                    let leader = l.data["spec"]["leaderWorkerTemplate"]["leaderTemplate"].clone();
+                    (serde_json::from_value(leader).unwrap(), l.name_any())
+                }
+            };
+            assert!(name.starts_with(&dcd.name_any()), "{at}");
+            let spec = template.spec.unwrap();
+            let main = main_of(&spec);
+            assert_eq!(main.image, user.image, "{at}");
+            if user.command.is_some() {
+                assert_eq!(main.command, user.command, "{at}: user command kept");
+            }
+            if user.args.is_some() {
+                assert_eq!(main.args, user.args, "{at}: user args kept");
+            }
+            assert_eq!(main.resources, user.resources, "{at}: user resources kept");
+            assert_eq!(main.env_from, user.env_from, "{at}");
+            let names: Vec<_> = main.env.iter().flatten().map(|e| e.name.clone()).collect();
+            let mut sorted = names.clone();
+            sorted.sort();
+            assert_eq!(names, sorted, "{at}: env sorted by name");
+            for e in user.env.iter().flatten() {
+                assert!(
+                    main.env.iter().flatten().any(|m| m == e),
+                    "{at}: {}",
+                    e.name
+                );
+            }
+            assert_eq!(
+                env_value(main, "DYN_NAMESPACE").as_deref(),
+                Some(format!("ns-{}", dgd.name_any()).as_str()),
+                "{at}"
+            );
+            assert!(
+                main.volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.mount_path == "/dev/shm"),
+                "{at}"
+            );
+            // Every component gets a Service (Kubernetes discovery is the default).
+            assert!(r.service.is_some(), "{at}");
+            rendered += 1;
+        }
+    }
+    assert!(rendered >= 10, "only {rendered} components");
+}
+
+#[test]
+fn frontend_defaults() {
+    let dcd = frontend();
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    assert_eq!(
+        main.image.as_deref(),
+        Some("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1")
+    );
+    assert_eq!(main.command, Some(vec!["python3".to_string()]));
+    assert_eq!(
+        main.args,
+        Some(vec!["-m".to_string(), "dynamo.frontend".to_string()])
+    );
+    assert_eq!(
+        main.ports,
+        Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: 8000,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }])
+    );
+    assert_eq!(
+        probe_json(&main.liveness_probe),
+        json!({"httpGet": {"path": "/live", "port": "http"}, "initialDelaySeconds": 15,
+               "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3})
+    );
+    assert_eq!(
+        probe_json(&main.readiness_probe),
+        json!({"httpGet": {"path": "/health", "port": "http"}, "initialDelaySeconds": 10,
+               "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3})
+    );
+    assert_eq!(main.startup_probe, None);
+    let env = env_map(main);
+    let names: Vec<_> = env.keys().cloned().collect();
+    assert_eq!(
+        names,
+        [
+            "DYNAMO_PORT",
+            "DYN_COMPONENT",
+            "DYN_DISCOVERY_BACKEND",
+            "DYN_HTTP_PORT",
+            "DYN_NAMESPACE",
+            "DYN_NAMESPACE_PREFIX",
+            "DYN_PARENT_DGD_K8S_NAME",
+            "DYN_PARENT_DGD_K8S_NAMESPACE",
+            "POD_NAME",
+            "POD_NAMESPACE",
+            "POD_UID",
+        ]
+    );
+    assert_eq!(env_value(main, "DYNAMO_PORT").as_deref(), Some("8000"));
+    assert_eq!(
+        env_value(main, "DYN_COMPONENT").as_deref(),
+        Some("frontend")
+    );
+    assert_eq!(
+        env_value(main, "DYN_NAMESPACE").as_deref(),
+        Some("ns-vllm-agg")
+    );
+    assert_eq!(
+        env_value(main, "DYN_NAMESPACE_PREFIX").as_deref(),
+        Some("ns-vllm-agg")
+    );
+    assert_eq!(
+        env_value(main, "DYN_PARENT_DGD_K8S_NAME").as_deref(),
+        Some("vllm-agg")
+    );
+    assert_eq!(
+        env_value(main, "DYN_PARENT_DGD_K8S_NAMESPACE").as_deref(),
+        Some("ns")
+    );
+    assert_eq!(
+        env_value(main, "DYN_DISCOVERY_BACKEND").as_deref(),
+        Some("kubernetes")
+    );
+    assert_eq!(
+        env["POD_UID"],
+        json!({"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}})
+    );
+    assert_eq!(spec.termination_grace_period_seconds, Some(60));
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.security_context.unwrap().fs_group, Some(1000));
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some("vllm-agg-k8s-service-discovery")
+    );
+}
+
+#[test]
+fn worker_defaults_keep_the_users_command_args_and_resources() {
+    let dcd = worker();
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    assert_eq!(
+        main.command,
+        Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()])
+    );
+    assert_eq!(
+        main.args,
+        Some(vec!["--model".into(), "Qwen/Qwen3-0.6B".into()])
+    );
+    assert_eq!(
+        main.working_dir.as_deref(),
+        Some("/workspace/examples/backends/vllm")
+    );
+    let resources = serde_json::to_value(&main.resources).unwrap();
+    assert_eq!(
+        resources,
+        json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"ephemeral-storage": "2Gi"}})
+    );
+    assert_eq!(
+        serde_json::to_value(&main.env_from).unwrap(),
+        json!([{"secretRef": {"name": "hf-token-secret"}}])
+    );
+    let ports: Vec<_> = main
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap(), p.container_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("system".to_string(), 9090), ("nixl".to_string(), 19090)]
+    );
+    assert_eq!(
+        probe_json(&main.liveness_probe),
+        json!({"httpGet": {"path": "/live", "port": "system"}, "periodSeconds": 5,
+               "timeoutSeconds": 4, "failureThreshold": 1})
+    );
+    assert_eq!(
+        probe_json(&main.readiness_probe),
+        json!({"httpGet": {"path": "/health", "port": "system"}, "periodSeconds": 10,
+               "timeoutSeconds": 4, "failureThreshold": 3})
+    );
+    assert_eq!(
+        probe_json(&main.startup_probe),
+        json!({"httpGet": {"path": "/live", "port": "system"}, "periodSeconds": 10,
+               "timeoutSeconds": 5, "failureThreshold": 720})
+    );
+    for (name, value) in [
+        ("DYN_SYSTEM_ENABLED", "true"),
+        ("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
+        ("DYN_SYSTEM_PORT", "9090"),
+        ("DYN_HEALTH_CHECK_ENABLED", "false"),
+        ("NIXL_TELEMETRY_ENABLE", "n"),
+        ("NIXL_TELEMETRY_EXPORTER", "prometheus"),
+        ("NIXL_TELEMETRY_PROMETHEUS_PORT", "19090"),
+        ("DYN_COMPONENT", "worker"),
+    ] {
+        assert_eq!(env_value(main, name).as_deref(), Some(value), "{name}");
+    }
+    assert_eq!(env_value(main, "DYN_NAMESPACE_WORKER_SUFFIX"), None);
+    assert_eq!(env_value(main, "DYNAMO_PORT"), None);
+}
+
+#[test]
+fn planner_defaults_and_service_account() {
+    let dcd = conformance_dcd("v1beta1", "sglang-disagg-planner.yaml", "Planner");
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    let ports: Vec<_> = main
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap(), p.container_port))
+        .collect();
+    assert_eq!(
+        ports,
+        [("metrics".to_string(), 9085), ("system".to_string(), 9090)]
+    );
+    assert_eq!(
+        env_value(main, "PLANNER_PROMETHEUS_PORT").as_deref(),
+        Some("9085")
+    );
+    assert_eq!(env_value(main, "DYN_SYSTEM_PORT").as_deref(), Some("9090"));
+    assert!(main.startup_probe.is_some());
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some("planner-serviceaccount")
+    );
+}
+
+#[test]
+fn a_component_without_a_type_gets_the_common_defaults() {
+    let mut dcd = worker();
+    dcd.spec.component.r#type = None;
+    dcd.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(labels::DYNAMO_COMPONENT_TYPE);
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    assert_eq!(main.ports, None);
+    assert_eq!(main.liveness_probe, None);
+    assert_eq!(env_value(main, "DYN_COMPONENT"), None);
+    assert!(!pod_labels(&dcd).contains_key(labels::DYNAMO_COMPONENT_TYPE));
+    // Without user command the common shell command stays.
+    main_mut(&mut dcd).command = None;
+    assert_eq!(
+        main_of(&pod(&dcd)).command,
+        Some(vec!["/bin/sh".to_string(), "-c".to_string()])
+    );
+}
+
+#[test]
+fn user_values_in_the_pod_template_win_over_defaults() {
+    let mut dcd = frontend();
+    {
+        let main = main_mut(&mut dcd);
+        main.command = Some(vec![
+            "python3".into(),
+            "-m".into(),
+            "dynamo.frontend".into(),
+        ]);
+        main.args = Some(vec!["--http-port".into(), "8080".into()]);
+        main.env = Some(vec![
+            EnvVar {
+                name: "DYN_NAMESPACE".into(),
+                value: Some("mine".into()),
+                value_from: None,
+            },
+            EnvVar {
+                name: "A_USER_VAR".into(),
+                value: Some("x".into()),
+                value_from: None,
+            },
+        ]);
+        main.ports = Some(vec![ContainerPort {
+            name: Some("http".into()),
+            container_port: 8080,
+            ..Default::default()
+        }]);
+        main.liveness_probe = Some(Probe {
+            period_seconds: Some(99),
+            ..Default::default()
+        });
+        main.image_pull_policy = Some("Always".into());
+    }
+    {
+        let spec = user_spec_mut(&mut dcd);
+        spec.termination_grace_period_seconds = Some(5);
+        spec.restart_policy = Some("Never".into());
+        spec.service_account_name = Some("my-sa".into());
+        spec.security_context = Some(PodSecurityContext {
+            run_as_user: Some(0),
+            ..Default::default()
+        });
+        spec.node_selector = Some([("gpu".to_string(), "a100".to_string())].into());
+        spec.containers.push(Container {
+            name: "sidecar".into(),
+            image: Some("busybox".into()),
+            ..Default::default()
+        });
+    }
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    assert_eq!(main.args, Some(vec!["--http-port".into(), "8080".into()]));
+    assert_eq!(env_value(main, "DYN_NAMESPACE").as_deref(), Some("mine"));
+    assert_eq!(env_value(main, "A_USER_VAR").as_deref(), Some("x"));
+    // Defaults the user did not touch stay.
+    assert_eq!(env_value(main, "DYNAMO_PORT").as_deref(), Some("8000"));
+    assert_eq!(main.ports.as_ref().unwrap().len(), 1);
+    assert_eq!(main.ports.as_ref().unwrap()[0].container_port, 8080);
+    // A user probe replaces the default one whole.
+    assert_eq!(
+        probe_json(&main.liveness_probe),
+        json!({"periodSeconds": 99})
+    );
+    assert!(main.readiness_probe.is_some());
+    assert_eq!(main.image_pull_policy.as_deref(), Some("Always"));
+    assert_eq!(spec.termination_grace_period_seconds, Some(5));
+    assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(spec.service_account_name.as_deref(), Some("my-sa"));
+    // A user security context is kept as given: no fsGroup default.
+    assert_eq!(
+        spec.security_context,
+        Some(PodSecurityContext {
+            run_as_user: Some(0),
+            ..Default::default()
+        })
+    );
+    assert_eq!(spec.node_selector.unwrap()["gpu"], "a100");
+    let names: Vec<_> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["main", "sidecar"]);
+    assert_eq!(spec.containers[1].image.as_deref(), Some("busybox"));
+    assert_eq!(spec.containers[1].env, None, "sidecars are kept as written");
+}
+
+#[test]
+fn shared_memory_default_size_and_zero() {
+    let shm = |dcd: &DynamoComponentDeployment| {
+        let spec = pod(dcd);
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "shared-memory")
+            .cloned();
+        let mounted = main_of(&spec)
+            .volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| m.name == "shared-memory" && m.mount_path == "/dev/shm");
+        (volume, mounted)
+    };
+    let mut dcd = worker();
+    let (volume, mounted) = shm(&dcd);
+    assert!(mounted);
+    assert_eq!(
+        serde_json::to_value(volume.unwrap()).unwrap(),
+        json!({"name": "shared-memory", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}})
+    );
+    dcd.spec.component.shared_memory_size = Some(Quantity("16Gi".into()));
+    let (volume, _) = shm(&dcd);
+    assert_eq!(
+        volume.unwrap().empty_dir.unwrap().size_limit,
+        Some(Quantity("16Gi".into()))
+    );
+    for zero in ["0", "0Gi", "0.0"] {
+        dcd.spec.component.shared_memory_size = Some(Quantity(zero.into()));
+        assert_eq!(shm(&dcd), (None, false), "{zero}");
+    }
+}
+
+#[test]
+fn shared_memory_replaces_a_user_volume_and_mount_of_the_same_name_or_path() {
+    let mut dcd = worker();
+    user_spec_mut(&mut dcd).volumes = Some(vec![
+        Volume {
+            name: "shared-memory".into(),
+            ..Default::default()
+        },
+        Volume {
+            name: "cache".into(),
+            ..Default::default()
+        },
+    ]);
+    main_mut(&mut dcd).volume_mounts = Some(vec![
+        k8s_openapi::api::core::v1::VolumeMount {
+            name: "mine".into(),
+            mount_path: "/dev/shm".into(),
+            ..Default::default()
+        },
+        k8s_openapi::api::core::v1::VolumeMount {
+            name: "cache".into(),
+            mount_path: "/cache".into(),
+            ..Default::default()
+        },
+    ]);
+    let spec = pod(&dcd);
+    let volumes: Vec<_> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(volumes, ["cache", "shared-memory"]);
+    let mounts: Vec<_> = main_of(&spec)
+        .volume_mounts
+        .iter()
+        .flatten()
+        .map(|m| (m.name.as_str(), m.mount_path.as_str()))
+        .collect();
+    assert_eq!(mounts, [("cache", "/cache"), ("shared-memory", "/dev/shm")]);
+}
+
+#[test]
+fn deployment_metadata_labels_and_owner() {
+    let mut dcd = worker();
+    dcd.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels = Some([("team".to_string(), "a".to_string())].into());
+    annotate(
+        &mut dcd,
+        "nvidia.com/dynamo-operator-origin-version",
+        "1.2.0",
+    );
+    annotate(&mut dcd, "note", "kept");
+    let d = deployment_of(&dcd);
+    assert_eq!(d.name_any(), "vllm-agg-vllmdecodeworker");
+    assert_eq!(d.namespace().as_deref(), Some("ns"));
+    let owner = &d.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        (
+            "DynamoComponentDeployment",
+            "vllm-agg-vllmdecodeworker",
+            "dcd-uid",
+            Some(true)
+        )
+    );
+    let expected: BTreeMap<String, String> = [
+        (labels::DYNAMO_GRAPH_DEPLOYMENT_NAME, "vllm-agg"),
+        (labels::DYNAMO_COMPONENT, "VllmDecodeWorker"),
+        (labels::DYNAMO_COMPONENT_TYPE, "worker"),
+        (labels::DYNAMO_NAMESPACE, "ns-vllm-agg"),
+        ("team", "a"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(d.metadata.labels.clone().unwrap(), expected);
+    assert_eq!(
+        d.metadata.annotations.clone().unwrap(),
+        BTreeMap::from([("note".to_string(), "kept".to_string())])
+    );
+    let template = d.spec.unwrap().template.metadata.unwrap();
+    let mut pod_expected = expected.clone();
+    for (k, v) in [
+        (labels::SELECTOR, "vllm-agg-vllmdecodeworker"),
+        ("nvidia.com/metrics-enabled", "true"),
+        ("nvidia.com/dynamo-discovery-backend", "kubernetes"),
+        ("nvidia.com/dynamo-discovery-enabled", "true"),
+    ] {
+        pod_expected.insert(k.into(), v.into());
+    }
+    assert_eq!(template.labels.unwrap(), pod_expected);
+    assert_eq!(
+        template.annotations.unwrap(),
+        BTreeMap::from([("note".to_string(), "kept".to_string())])
+    );
+}
+
+#[test]
+fn the_dcds_identity_labels_win_over_the_pod_templates() {
+    let mut dcd = worker();
+    dcd.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .labels = Some(
+        [
+            (labels::DYNAMO_COMPONENT.to_string(), "other".to_string()),
+            (labels::SELECTOR.to_string(), "other".to_string()),
+        ]
+        .into(),
+    );
+    let l = pod_labels(&dcd);
+    assert_eq!(l[labels::DYNAMO_COMPONENT], "VllmDecodeWorker");
+    assert_eq!(l[labels::SELECTOR], "vllm-agg-vllmdecodeworker");
+}
+
+#[test]
+fn dynamo_namespace_from_label_global_or_standalone() {
+    let mut dcd = worker();
+    dcd.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(labels::DYNAMO_NAMESPACE.into(), "custom".into());
+    assert_eq!(
+        env_value(main_of(&pod(&dcd)), "DYN_NAMESPACE").as_deref(),
+        Some("custom")
+    );
+    let mut global = worker();
+    global.spec.component.global_dynamo_namespace = true;
+    assert_eq!(
+        env_value(main_of(&pod(&global)), "DYN_NAMESPACE").as_deref(),
+        Some("dynamo")
+    );
+    // A standalone DCD (no graph label or owner) is its own graph.
+    let mut alone = worker();
+    alone.metadata.labels = None;
+    alone.metadata.owner_references = None;
+    let spec = pod(&alone);
+    assert_eq!(
+        env_value(main_of(&spec), "DYN_NAMESPACE").as_deref(),
+        Some("ns-vllm-agg-vllmdecodeworker")
+    );
+    assert_eq!(env_value(main_of(&spec), "DYN_PARENT_DGD_K8S_NAME"), None);
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    // The owner reference names the graph when the label is missing.
+    let mut owned = worker();
+    owned.metadata.labels = None;
+    assert_eq!(
+        env_value(main_of(&pod(&owned)), "DYN_NAMESPACE").as_deref(),
+        Some("ns-vllm-agg")
+    );
+    // Dots in the graph name become dashes.
+    let mut dotted = worker();
+    dotted
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(), "a.b".into());
+    assert_eq!(
+        env_value(main_of(&pod(&dotted)), "DYN_NAMESPACE").as_deref(),
+        Some("ns-a-b")
+    );
+}
+
+#[test]
+fn metrics_label_can_be_disabled() {
+    let mut dcd = worker();
+    annotate(&mut dcd, labels::ENABLE_METRICS, "false");
+    assert!(!pod_labels(&dcd).contains_key("nvidia.com/metrics-enabled"));
+    annotate(&mut dcd, labels::ENABLE_METRICS, "yes");
+    assert_eq!(pod_labels(&dcd)["nvidia.com/metrics-enabled"], "true");
+}
+
+#[test]
+fn etcd_discovery_drops_discovery_labels_env_and_worker_services() {
+    let mut dcd = worker();
+    annotate(&mut dcd, labels::DYNAMO_DISCOVERY_BACKEND, "etcd");
+    let r = render(&dcd);
+    assert_eq!(
+        r.service, None,
+        "workers get a Service only with Kubernetes discovery"
+    );
+    let spec = pod(&dcd);
+    assert_eq!(env_value(main_of(&spec), "DYN_DISCOVERY_BACKEND"), None);
+    assert_eq!(spec.service_account_name.as_deref(), Some("default"));
+    let l = pod_labels(&dcd);
+    assert!(!l.contains_key("nvidia.com/dynamo-discovery-backend"));
+    assert!(!l.contains_key("nvidia.com/dynamo-discovery-enabled"));
+    // A frontend keeps its Service.
+    let mut fe = frontend();
+    annotate(&mut fe, labels::DYNAMO_DISCOVERY_BACKEND, "etcd");
+    let svc = render(&fe).service.unwrap();
+    assert!(
+        !svc.metadata
+            .labels
+            .unwrap()
+            .contains_key("nvidia.com/dynamo-discovery-enabled")
+    );
+}
+
+#[test]
+fn container_discovery_mode_adds_its_env() {
+    let mut dcd = worker();
+    annotate(&mut dcd, labels::DYNAMO_KUBE_DISCOVERY_MODE, "container");
+    let spec = pod(&dcd);
+    let main = main_of(&spec);
+    assert_eq!(env_value(main, "CONTAINER_NAME").as_deref(), Some("main"));
+    assert_eq!(
+        env_value(main, "DYN_KUBE_DISCOVERY_MODE").as_deref(),
+        Some("container")
+    );
+}
+
+#[test]
+fn strategy_defaults_and_annotations() {
+    let strategy = |dcd: &DynamoComponentDeployment| {
+        serde_json::to_value(deployment_of(dcd).spec.unwrap().strategy).unwrap()
+    };
+    let mut dcd = worker();
+    assert_eq!(
+        strategy(&dcd),
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    );
+    annotate(&mut dcd, labels::DEPLOYMENT_ROLLING_UPDATE_MAX_SURGE, "1");
+    annotate(
+        &mut dcd,
+        labels::DEPLOYMENT_ROLLING_UPDATE_MAX_UNAVAILABLE,
+        "0%",
+    );
+    assert_eq!(
+        strategy(&dcd),
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": "0%"}})
+    );
+    annotate(&mut dcd, labels::DEPLOYMENT_STRATEGY, "Recreate");
+    assert_eq!(strategy(&dcd), json!({"type": "Recreate"}));
+}
+
+#[test]
+fn replicas_are_applied_only_when_this_controller_owns_them() {
+    let replicas = |dcd: &DynamoComponentDeployment| deployment_of(dcd).spec.unwrap().replicas;
+    let mut dcd = worker();
+    dcd.spec.component.replicas = Some(3);
+    assert_eq!(replicas(&dcd), Some(3));
+    assert_eq!(applied_replicas(&dcd), Some(3));
+    dcd.spec.component.replicas = Some(0);
+    assert_eq!(replicas(&dcd), Some(0));
+    dcd.spec.component.replicas = None;
+    assert_eq!(replicas(&dcd), None);
+    dcd.spec.component.replicas = Some(3);
+    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    assert_eq!(replicas(&dcd), None);
+    let body = serde_json::to_value(deployment_of(&dcd)).unwrap();
+    assert!(
+        body["spec"].get("replicas").is_none(),
+        "left out of the applied body"
+    );
+}
+
+#[test]
+fn services_per_component_type() {
+    let svc = |dcd: &DynamoComponentDeployment| -> Service { render(dcd).service.unwrap() };
+    let fe = svc(&frontend());
+    assert_eq!(fe.name_any(), "vllm-agg-frontend");
+    let spec = fe.spec.clone().unwrap();
+    assert_eq!(
+        serde_json::to_value(&spec.ports).unwrap(),
+        json!([{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        spec.selector.unwrap(),
+        BTreeMap::from([
+            (
+                labels::DYNAMO_COMPONENT_TYPE.to_string(),
+                "frontend".to_string()
+            ),
+            (
+                labels::DYNAMO_NAMESPACE.to_string(),
+                "ns-vllm-agg".to_string()
+            ),
+            (labels::DYNAMO_COMPONENT.to_string(), "Frontend".to_string()),
+        ])
+    );
+    let labels_ = fe.metadata.labels.clone().unwrap();
+    assert_eq!(labels_["nvidia.com/dynamo-discovery-backend"], "kubernetes");
+    assert_eq!(labels_["nvidia.com/dynamo-discovery-enabled"], "true");
+    assert_eq!(fe.metadata.owner_references.unwrap()[0].uid, "dcd-uid");
+    let w = svc(&worker());
+    assert_eq!(
+        serde_json::to_value(w.spec.unwrap().ports).unwrap(),
+        json!([{"name": "system", "port": 9090, "targetPort": "system", "protocol": "TCP"}])
+    );
+    let mut epp = worker();
+    epp.spec.component.r#type = Some(ComponentType::Epp);
+    assert_eq!(
+        serde_json::to_value(svc(&epp).spec.unwrap().ports).unwrap(),
+        json!([{"name": "grpc", "port": 9002, "targetPort": 9002, "protocol": "TCP", "appProtocol": "http2"}])
+    );
+}
+
+#[test]
+fn service_names_are_normalized() {
+    let mut dcd = frontend();
+    dcd.metadata.name = Some("Qwen3-0.6B-frontend".into());
+    assert_eq!(
+        render(&dcd).service.unwrap().name_any(),
+        "qwen3-0-6b-frontend"
+    );
+    assert_eq!(deployment_of(&dcd).name_any(), "Qwen3-0.6B-frontend");
+}
+
+#[test]
+fn legacy_worker_selectors_keep_type_worker() {
+    let mut dcd = conformance_dcd("v1beta1", "vllm-disagg.yaml", "VllmPrefillWorker");
+    assert_eq!(pod_labels(&dcd)[labels::DYNAMO_COMPONENT_TYPE], "prefill");
+    let own = dcd.metadata.labels.as_mut().unwrap();
+    own.insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+    own.insert(labels::DYNAMO_WORKER_HASH.into(), "abc123".into());
+    let l = pod_labels(&dcd);
+    assert_eq!(l[labels::DYNAMO_COMPONENT_TYPE], "worker");
+    assert_eq!(l[labels::DYNAMO_WORKER_HASH], "abc123");
+    let main = pod(&dcd).containers[0].clone();
+    assert_eq!(env_value(&main, "DYN_COMPONENT").as_deref(), Some("worker"));
+    assert_eq!(
+        env_value(&main, "DYN_NAMESPACE_WORKER_SUFFIX").as_deref(),
+        Some("abc123")
+    );
+    assert_eq!(
+        render(&dcd)
+            .service
+            .unwrap()
+            .spec
+            .unwrap()
+            .selector
+            .unwrap()[labels::DYNAMO_COMPONENT_TYPE],
+        "worker"
+    );
+    assert_eq!(
+        Identity::resolve(&dcd).runtime_namespace(),
+        "ns-vllm-disagg-abc123"
+    );
+    // Without the worker hash it is the spec's type.
+    dcd.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .remove(labels::DYNAMO_WORKER_HASH);
+    assert_eq!(pod_labels(&dcd)[labels::DYNAMO_COMPONENT_TYPE], "prefill");
+    assert_eq!(
+        Identity::resolve(&dcd).runtime_namespace(),
+        "ns-vllm-disagg"
+    );
+}
+
+#[test]
+fn topology_annotations_come_from_the_dcd() {
+    let mut dcd = worker();
+    annotate(&mut dcd, TOPOLOGY_LABEL_KEY_ANNOTATION, "from-template");
+    dcd.metadata.annotations = Some(
+        [(
+            TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION.to_string(),
+            "cluster".to_string(),
+        )]
+        .into(),
+    );
+    let a = deployment_of(&dcd).metadata.annotations.unwrap();
+    assert!(!a.contains_key(TOPOLOGY_LABEL_KEY_ANNOTATION));
+    assert_eq!(a[TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION], "cluster");
+}
+
+#[test]
+fn multinode_renders_a_leader_worker_set() {
+    let mut dcd = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
+    dcd.spec.component.replicas = Some(2);
+    let r = render(&dcd);
+    let Workload::LeaderWorkerSet(lws) = &r.workload else {
+        panic!("multinode renders a LeaderWorkerSet");
+    };
+    assert_eq!(lws.name_any(), "sglang-disagg-multinode-decode-0");
+    let body = serde_json::to_value(lws.as_ref()).unwrap();
+    assert_eq!(body["apiVersion"], "leaderworkerset.x-k8s.io/v1");
+    assert_eq!(body["kind"], "LeaderWorkerSet");
+    assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "dcd-uid");
+    let spec = &body["spec"];
+    assert_eq!(spec["replicas"], 2);
+    assert_eq!(spec["startupPolicy"], "LeaderCreated");
+    assert_eq!(spec["leaderWorkerTemplate"]["size"], 2);
+    for (template, role) in [("leaderTemplate", "leader"), ("workerTemplate", "worker")] {
+        let l = &spec["leaderWorkerTemplate"][template]["metadata"]["labels"];
+        assert_eq!(l["role"], role);
+        assert!(l.get(labels::SELECTOR).is_none());
+        assert_eq!(l[labels::DYNAMO_COMPONENT], "decode");
+    }
+    let svc = r.service.unwrap();
+    assert_eq!(svc.spec.unwrap().selector.unwrap()["role"], "leader");
+    // The replica ownership rule applies to the LeaderWorkerSet too.
+    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    let Workload::LeaderWorkerSet(lws) = render(&dcd).workload else {
+        panic!()
+    };
+    assert!(lws.data["spec"].get("replicas").is_none());
+    // One node is a Deployment.
+    dcd.spec.component.multinode = Some(MultinodeSpec { node_count: 1 });
+    assert!(matches!(render(&dcd).workload, Workload::Deployment(_)));
+}
+
+#[test]
+fn gpus_per_engine_and_replica() {
+    let dcd = worker();
+    assert_eq!(engine_gpus(&dcd), 1);
+    assert_eq!(pod_gpus(Some(&pod(&dcd))), 1);
+    let multinode = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
+    assert_eq!(engine_gpus(&multinode), 8, "4 GPUs per node, 2 nodes");
+    assert_eq!(engine_gpus(&frontend()), 0);
+}
+
+#[test]
+fn merge_envs_by_name_user_wins_sorted() {
+    let e = |n: &str, v: &str| EnvVar {
+        name: n.into(),
+        value: Some(v.into()),
+        value_from: None,
+    };
+    assert_eq!(
+        merge_envs(
+            vec![e("B", "1"), e("A", "1")],
+            vec![e("B", "2"), e("C", "3")]
+        ),
+        vec![e("A", "1"), e("B", "2"), e("C", "3")]
+    );
+}
+
+#[test]
+fn intstr_knobs() {
+    assert_eq!(int_or_string("3"), IntOrString::Int(3));
+    assert_eq!(int_or_string("30%"), IntOrString::String("30%".into()));
+}
