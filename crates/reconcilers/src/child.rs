@@ -186,6 +186,17 @@ pub(crate) async fn delete_observed<K: Kind>(writer: &dyn Writer, object: &K) ->
     Ok(())
 }
 
+/// Whether a read or write failed because the kind is not served (HTTP 404). An unserved API
+/// group answers `404 page not found` without a Status body, which the capability error does
+/// not classify as NotFound, so both forms count.
+pub(crate) fn is_not_served(error: &kit::Error) -> bool {
+    match error {
+        kit::Error::NotFound(_) => true,
+        kit::Error::Kube(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
+}
+
 /// Whether `object` has a controller owner reference to `dgd`.
 pub(crate) fn is_controlled_by(object: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
     let uid = dgd.uid();

@@ -92,12 +92,14 @@ impl EppReconciler {
     }
 }
 
-/// An apply of an unserved kind fails with NotFound: say what is missing.
+/// A read or apply of an unserved kind fails with 404: say what is missing.
 fn unavailable_when_not_served(e: Error) -> Error {
     match e {
-        Error::Api { source, action } if source.is_not_found() => Error::Unavailable(format!(
-            "the InferencePool API ({INFERENCE_POOL_GROUP}/v1) is not served by this cluster; install the Gateway API Inference Extension CRDs ({action}: {source})"
-        )),
+        Error::Api { source, action } if child::is_not_served(&source) => {
+            Error::Unavailable(format!(
+                "the InferencePool API ({INFERENCE_POOL_GROUP}/v1) is not served by this cluster; install the Gateway API Inference Extension CRDs ({action}: {source})"
+            ))
+        }
         other => other,
     }
 }

@@ -77,7 +77,7 @@ impl GmsReconciler {
         let selector: Selector = naming::graph_labels(&dgd_name).into_iter().collect();
         let existing: Vec<ResourceClaimTemplate> = match self.reader.list(ns, &selector).await {
             Ok(list) => list,
-            Err(e) if e.is_not_found() => {
+            Err(e) if child::is_not_served(&e) => {
                 if requested {
                     return Err(Error::Unavailable(
                         "gpuMemoryService / inter-pod GMS failover requires DRA (Dynamic Resource Allocation), \
