@@ -322,5 +322,18 @@ mod tests {
             err.to_string().contains("Gateway API Inference Extension"),
             "{err}"
         );
+
+        // An unserved group answers a read with a bare `404 page not found`.
+        let page_not_found = kube::Error::Api(Box::new(kube::core::Status {
+            code: 404,
+            message: "404 page not found".into(),
+            ..Default::default()
+        }));
+        d.fail_next(Verb::Get, "InferencePool", kit::Error::Kube(page_not_found));
+        let err = EppReconciler::new(d.reader(), d.writer())
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
     }
 }
