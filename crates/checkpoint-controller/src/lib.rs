@@ -45,3 +45,6 @@ pub use error::Error;
 pub use reconcile::{CheckpointReconciler, FIELD_MANAGER};
 pub use render::REBUILD_ANNOTATION;
 pub use watches::{Enqueue, WATCHES, Watch};
+
+#[cfg(test)]
+mod tests;

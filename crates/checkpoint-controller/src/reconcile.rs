@@ -434,17 +434,16 @@ impl CheckpointReconciler {
                         ..Done::step(Step::RecreatePending)
                     });
                 }
+                let mut any_deleted = !deleted.is_empty();
                 if let Some(record) = r.record.as_ref().filter(|rec| controlled_by(*rec, ckpt)) {
-                    if let Err(error) = self
-                        .delete::<ConfigMap>(record, PropagationPolicy::Background)
+                    self.delete::<ConfigMap>(record, PropagationPolicy::Background)
                         .await
-                    {
-                        return Err(Halt {
+                        .map_err(|error| Halt {
                             reason: reasons::DELETE_FAILED,
                             error,
-                            deleted: true,
-                        });
-                    }
+                            deleted: any_deleted,
+                        })?;
+                    any_deleted = true;
                 }
                 let next = Attempt {
                     number: *attempt,
@@ -454,7 +453,10 @@ impl CheckpointReconciler {
                 let mut done = self
                     .create_job(ckpt, hash, next, step)
                     .await
-                    .map_err(|h| Halt { deleted: true, ..h })?;
+                    .map_err(|h| Halt {
+                        deleted: any_deleted,
+                        ..h
+                    })?;
                 done.deleted = deleted;
                 Ok(done)
             }
