@@ -1,6 +1,7 @@
 //! Test fixtures: DCDs built from the conformance manifests the way the component program
 //! generates them (name `<dgd>-<component lowercased>`, graph labels, a controller owner
-//! reference to the graph, the graph's env merged into `main`).
+//! reference to the graph, the graph's env merged into `main`). Integration tests include this file
+//! by path, so it uses only the public API.
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +11,6 @@ use api::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-
-use crate::render::merge_envs;
 
 /// Namespace of fixtures.
 pub const NS: &str = "ns";
@@ -85,7 +84,16 @@ pub fn dcd_of(dgd: &DynamoGraphDeployment, component: &str) -> DynamoComponentDe
                     .find(|c| c.name == MAIN_CONTAINER_NAME)
             })
     {
-        let env = merge_envs(dgd.spec.env.clone(), main.env.take().unwrap_or_default());
+        // The graph's env first; the component's entries of the same name win.
+        let own = main.env.take().unwrap_or_default();
+        let mut env: Vec<_> = dgd
+            .spec
+            .env
+            .iter()
+            .filter(|e| !own.iter().any(|o| o.name == e.name))
+            .cloned()
+            .collect();
+        env.extend(own);
         main.env = Some(env);
     }
     let mut l = std::collections::BTreeMap::from([
