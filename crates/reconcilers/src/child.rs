@@ -5,7 +5,8 @@
 //! manager [`FIELD_MANAGER`]) only when the observed object does not already hold every field
 //! the desired one sets. An idle reconcile therefore writes nothing, and a user's change to a
 //! field we set is restored on the next pass. Fields the server or other managers add are left
-//! alone.
+//! alone. The price: a field this code stops setting stays on existing children until another
+//! difference triggers an apply (server-side apply then removes it).
 
 use std::collections::BTreeMap;
 
