@@ -11,14 +11,13 @@
 //! | 4 | restart ([`reconcilers::restart`]) | next `status.restart`; queues `RestartSuperseded` | `failed_to_resolve_restart_progress` |
 //! | 5 | workloads ([`workloads`]) | DCDs, per-component status | `failed_to_reconcile_the_resources` |
 //! | 6 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
-//! | 7 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component | `failed_to_reconcile_scaling_adapters` |
+//! | 7 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
 //!
 //! The returned status starts from the graph's current status with `observedGeneration` set, so
 //! a failing step leaves everything earlier steps completed (and what it did not reach as it
 //! was): a failure marks `state: failed` and `Ready=False` with the step's reason and message.
 
 pub mod ready;
-pub mod shared;
 pub mod workloads;
 
 #[cfg(test)]
@@ -32,9 +31,9 @@ use kit::{Event, OrFail, Outcome, Reader, Reconciled, Writer};
 use reconcilers::restart::{self, Restart};
 use reconcilers::rollout::{self, Rollout};
 use reconcilers::scaling_adapters::{self, ScalingAdapters};
+use reconcilers::shared::{SharedConfig, SharedResources};
 
 use crate::ready::ready_condition;
-use crate::shared::{SharedConfig, SharedResources};
 use crate::workloads::Workloads;
 
 /// Failure reason when a multinode component has no orchestrator (upstream's value).
@@ -48,7 +47,7 @@ pub enum Error {
     Rollout(#[from] rollout::Error),
     /// A shared resource failed.
     #[error("{0}")]
-    Shared(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Shared(#[source] reconcilers::Error),
     /// A multinode component cannot be deployed.
     #[error(
         "component {0} is multinode, but no multinode orchestrator is available: the LeaderWorkerSet API (leaderworkerset.x-k8s.io) is not served"
@@ -116,11 +115,11 @@ impl ComponentProgram {
             .map_err(Error::from)
             .or_fail(&mut out, generation, rollout::REASON_ROLLING_UPDATE_FAILED)?;
 
-        let _checkpoints = self
+        let checkpoints = self
             .shared
             .reconcile(dgd, &mut out)
             .await
-            .map_err(|failed| failed.map_err(|e| Error::Shared(Box::new(e))))?;
+            .map_err(|failed| failed.map_err(Error::Shared))?;
 
         if !self.leader_worker_sets
             && let Some(multinode) = dgd.spec.components.iter().find(|c| c.is_multinode())
@@ -145,13 +144,14 @@ impl ComponentProgram {
 
         let report = self
             .workloads
-            .reconcile(dgd, &plan, restart.stamps.as_ref(), &mut out)
+            .reconcile(dgd, &plan, restart.stamps.as_ref(), &checkpoints, &mut out)
             .await
             .map_err(Error::from)
             .or_fail(&mut out, generation, workloads::REASON_WORKLOADS_FAILED)?;
         out.status.components = report.components;
 
-        let (state, ready) = ready_condition(generation, plan.rolling, &report.readiness);
+        let waiting = ready::waiting_for_checkpoints(&checkpoints);
+        let (state, ready) = ready_condition(generation, plan.rolling, &waiting, &report.readiness);
         out.status.state = state;
         conditions::set(&mut out.status.conditions, ready);
         for t in conditions::changed(&previous.conditions, &out.status.conditions) {
@@ -160,6 +160,10 @@ impl ComponentProgram {
             }
         }
 
+        if !waiting.is_empty() {
+            // As upstream: adapters wait until the checkpointed components can start.
+            return Ok(out);
+        }
         self.scaling_adapters
             .reconcile(dgd, &mut out)
             .await
@@ -249,6 +253,9 @@ mod tests {
             kinds(&d),
             [
                 (Verb::Patch, dgd.clone()),
+                (Verb::Apply, "ServiceAccount".to_string()),
+                (Verb::Apply, "Role".to_string()),
+                (Verb::Apply, "RoleBinding".to_string()),
                 (Verb::Apply, dcd.clone()),
                 (Verb::Apply, dcd.clone()),
                 (
@@ -271,6 +278,9 @@ mod tests {
         assert_eq!(
             d.event_reasons(),
             [
+                "ServiceAccountCreated",
+                "RoleCreated",
+                "RoleBindingCreated",
                 workloads::EVENT_DCD_CREATED,
                 workloads::EVENT_DCD_CREATED,
                 "some_resources_are_not_ready",
@@ -320,6 +330,36 @@ mod tests {
         assert_eq!(status(&d).observed_generation, Some(1));
         assert!(d.objects::<DynamoComponentDeployment>().is_empty());
         assert_eq!(d.event_reasons(), [rollout::REASON_ROLLING_UPDATE_FAILED]);
+    }
+
+    #[tokio::test]
+    async fn a_shared_resource_failure_stops_before_the_workloads() {
+        let d = Double::new();
+        d.insert(graph());
+        d.fail_next(
+            Verb::Apply,
+            "ServiceAccount",
+            kit::Error::Forbidden("denied".into()),
+        );
+        let err = pass(&d, &program(&d, false)).await.unwrap_err();
+        assert_eq!(retry_of(err), Retry::Backoff);
+        let (_, reason, message) = ready(&d);
+        assert_eq!(
+            reason,
+            reconcilers::error::REASON_FAILED_TO_RECONCILE_RESOURCES
+        );
+        assert!(
+            message.starts_with("failed to reconcile K8s discovery resources"),
+            "{message}"
+        );
+        // The rollout step before it ran; nothing after it did.
+        assert!(
+            stored(&d)
+                .annotations()
+                .contains_key(labels::CURRENT_WORKER_HASH_V2)
+        );
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+        assert_eq!(status(&d).state, DgdState::Failed);
     }
 
     #[tokio::test]

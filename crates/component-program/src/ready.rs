@@ -4,6 +4,7 @@
 //! | observed | state | Ready | reason | message |
 //! | --- | --- | --- | --- | --- |
 //! | rolling update pending or in progress | `pending` | False | `rolling_update_in_progress` | `Rolling update in progress` |
+//! | a `WaitForCheckpoint` component's checkpoint is not ready | `pending` | False | `waiting_for_checkpoint` | `Waiting for checkpoints: <component> (<checkpoint>), ...` |
 //! | every component DCD ready | `successful` | True | `all_resources_are_ready` | `All resources are ready` |
 //! | otherwise | `pending` | False | `some_resources_are_not_ready` | `Resources not ready: <dcd>: <why>; ...` |
 //!
@@ -12,8 +13,10 @@
 //! graph look ready early.
 
 use api::DgdState;
+use api::v1beta1::CheckpointStartupPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
+use reconcilers::checkpoints::CheckpointInfos;
 use reconcilers::rollout::{MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS};
 
 use crate::workloads::Readiness;
@@ -24,12 +27,33 @@ pub const REASON_ALL_READY: &str = "all_resources_are_ready";
 pub const MESSAGE_ALL_READY: &str = "All resources are ready";
 /// Ready reason when some component is not ready.
 pub const REASON_SOME_NOT_READY: &str = "some_resources_are_not_ready";
+/// Ready reason while a `WaitForCheckpoint` component waits for its checkpoint.
+pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
 
-/// The graph state and `Ready` condition at `generation`, given whether a rolling update runs
-/// and the readiness of every desired DCD (in the order to report them).
+/// The components (with their checkpoint) whose startup waits for a checkpoint that is not
+/// ready yet, sorted.
+pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
+    let mut waiting: Vec<String> = infos
+        .iter()
+        .filter(|(_, i)| {
+            i.enabled && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !i.ready
+        })
+        .map(|(name, i)| match &i.checkpoint_name {
+            Some(ckpt) => format!("{name} ({ckpt})"),
+            None => name.clone(),
+        })
+        .collect();
+    waiting.sort();
+    waiting
+}
+
+/// The graph state and `Ready` condition at `generation`, given whether a rolling update runs,
+/// the components waiting for a checkpoint ([`waiting_for_checkpoints`]) and the readiness of
+/// every desired DCD (in the order to report them).
 pub fn ready_condition(
     generation: i64,
     rolling: bool,
+    waiting: &[String],
     readiness: &[Readiness],
 ) -> (DgdState, Condition) {
     if rolling {
@@ -40,6 +64,18 @@ pub fn ready_condition(
                 Status::False,
                 REASON_ROLLING_UPDATE_IN_PROGRESS,
                 MESSAGE_ROLLING_UPDATE_IN_PROGRESS,
+                generation,
+            ),
+        );
+    }
+    if !waiting.is_empty() {
+        return (
+            DgdState::Pending,
+            conditions::new(
+                READY,
+                Status::False,
+                REASON_WAITING_FOR_CHECKPOINT,
+                format!("Waiting for checkpoints: {}", waiting.join(", ")),
                 generation,
             ),
         );
@@ -91,7 +127,7 @@ mod tests {
 
     #[test]
     fn rollout_wins_over_readiness() {
-        let (state, c) = ready_condition(4, true, &[r("a", None)]);
+        let (state, c) = ready_condition(4, true, &["w (c)".into()], &[r("a", None)]);
         assert_eq!(state, DgdState::Pending);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
@@ -106,7 +142,7 @@ mod tests {
 
     #[test]
     fn all_ready_is_successful() {
-        let (state, c) = ready_condition(1, false, &[r("a", None), r("b", None)]);
+        let (state, c) = ready_condition(1, false, &[], &[r("a", None), r("b", None)]);
         assert_eq!(state, DgdState::Successful);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
@@ -115,8 +151,21 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_wait_wins_over_readiness() {
+        let (state, c) = ready_condition(1, false, &["w (ckpt-1)".into()], &[r("a", None)]);
+        assert_eq!(state, DgdState::Pending);
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str()),
+            (
+                "waiting_for_checkpoint",
+                "Waiting for checkpoints: w (ckpt-1)"
+            )
+        );
+    }
+
+    #[test]
     fn an_empty_graph_is_ready() {
-        let (state, c) = ready_condition(1, false, &[]);
+        let (state, c) = ready_condition(1, false, &[], &[]);
         assert_eq!(state, DgdState::Successful);
         assert_eq!(c.status, "True");
     }
@@ -126,6 +175,7 @@ mod tests {
         let (state, c) = ready_condition(
             2,
             false,
+            &[],
             &[
                 r(
                     "g-frontend",

@@ -37,7 +37,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use api::labels;
-use api::v1beta1::{ComponentReplicaStatus, MAIN_CONTAINER_NAME};
+use api::v1beta1::{CheckpointStartupPolicy, ComponentReplicaStatus, MAIN_CONTAINER_NAME};
 use api::{
     ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSharedSpec,
     DynamoComponentDeploymentSpec, DynamoGraphDeployment, DynamoGraphDeploymentStatus,
@@ -46,6 +46,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
+use reconcilers::checkpoints::CheckpointInfos;
 use reconcilers::naming;
 use reconcilers::restart::RestartStamps;
 use reconcilers::rollout::WorkerGeneration;
@@ -144,13 +145,14 @@ impl Workloads {
         Workloads { reader, writer }
     }
 
-    /// Converge the DCDs of `dgd` at worker `generation`, stamping `restart`; mutation events go
-    /// to `out`.
+    /// Converge the DCDs of `dgd` at worker `generation`, stamping `restart`, holding components
+    /// that wait for a checkpoint at zero replicas; mutation events go to `out`.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         generation: &WorkerGeneration,
         restart: Option<&RestartStamps>,
+        checkpoints: &CheckpointInfos,
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
     ) -> Result<Report, Error> {
         let ns = dgd.namespace();
@@ -165,7 +167,7 @@ impl Workloads {
             .map_err(Error::List)?;
         let mut live: BTreeMap<String, DynamoComponentDeployment> =
             listed.into_iter().map(|d| (d.name_any(), d)).collect();
-        let desired = render(dgd, generation, restart, &live)?;
+        let desired = render(dgd, generation, restart, checkpoints, &live)?;
         let desired_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
 
         let mut report = Report::default();
@@ -367,11 +369,14 @@ pub fn contains(observed: &Value, desired: &Value) -> bool {
 }
 
 /// The desired DCDs of `dgd` at worker `generation`. `live` are the graph's DCDs by name (their
-/// `nvidia.com/restartAt` values are kept where `restart` does not set one).
+/// `nvidia.com/restartAt` values are kept where `restart` does not set one); components whose
+/// checkpoint startup policy is `WaitForCheckpoint` get zero replicas until `checkpoints` says
+/// their checkpoint is ready.
 pub fn render(
     dgd: &DynamoGraphDeployment,
     generation: &WorkerGeneration,
     restart: Option<&RestartStamps>,
+    checkpoints: &CheckpointInfos,
     live: &BTreeMap<String, DynamoComponentDeployment>,
 ) -> Result<Vec<DynamoComponentDeployment>, Error> {
     let owner = owner_reference(dgd)?;
@@ -387,14 +392,17 @@ pub fn render(
                 .and_then(|r| r.value_for(&component.name))
                 .map(str::to_string)
                 .or(live_restart);
-            Ok(render_one(
-                dgd,
-                component,
-                name,
-                &generation.target,
-                restart_at,
-                &owner,
-            ))
+            let mut dcd = render_one(dgd, component, name, &generation.target, restart_at, &owner);
+            let waits = checkpoints.get(&component.name).is_some_and(|i| {
+                i.enabled
+                    && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint
+                    && !i.ready
+            });
+            if waits {
+                dcd.spec.component.replicas = Some(0);
+                stamp(&mut dcd);
+            }
+            Ok(dcd)
         })
         .collect()
 }
@@ -518,9 +526,15 @@ fn render_one(
         },
         status: None,
     };
-    let digest = digest(&dcd);
-    dcd.metadata.annotations = Some(BTreeMap::from([(LAST_APPLIED_HASH.to_string(), digest)]));
+    stamp(&mut dcd);
     dcd
+}
+
+/// Set the `nvidia.com/last-applied-hash` annotation to the digest of everything else.
+fn stamp(dcd: &mut DynamoComponentDeployment) {
+    dcd.metadata.annotations = None;
+    let digest = digest(dcd);
+    dcd.metadata.annotations = Some(BTreeMap::from([(LAST_APPLIED_HASH.to_string(), digest)]));
 }
 
 /// The `main` container, created if the template has none.
@@ -626,7 +640,13 @@ mod tests {
     ) -> (Result<Report, Error>, Outcome<DynamoGraphDeploymentStatus>) {
         let mut out = outcome();
         let report = Workloads::new(d.reader(), d.writer())
-            .reconcile(&stored(d), generation, restart, &mut out)
+            .reconcile(
+                &stored(d),
+                generation,
+                restart,
+                &CheckpointInfos::new(),
+                &mut out,
+            )
             .await;
         (report, out)
     }
@@ -963,6 +983,35 @@ mod tests {
             pass(&d, &generation, None).await.0.unwrap_err(),
             Error::List(_)
         ));
+    }
+
+    #[test]
+    fn a_component_waiting_for_its_checkpoint_renders_zero_replicas() {
+        let mut g = graph();
+        g.metadata.uid = Some("uid-1".into());
+        let info = reconcilers::checkpoints::CheckpointInfo {
+            enabled: true,
+            exists: true,
+            ready: false,
+            checkpoint_name: Some("ckpt".into()),
+            identity_hash: None,
+            checkpoint_id: None,
+            startup_policy: CheckpointStartupPolicy::WaitForCheckpoint,
+            automatic: false,
+            target_container: MAIN_CONTAINER_NAME.into(),
+        };
+        let mut infos = CheckpointInfos::from([("VllmDecodeWorker".to_string(), info)]);
+        let generation = WorkerGeneration::settled("h");
+        let waiting = render(&g, &generation, None, &infos, &BTreeMap::new()).unwrap();
+        assert_eq!(waiting[1].spec.component.replicas, Some(0));
+        assert_eq!(waiting[0].spec.component.replicas, Some(1));
+        infos.get_mut("VllmDecodeWorker").unwrap().ready = true;
+        let ready = render(&g, &generation, None, &infos, &BTreeMap::new()).unwrap();
+        assert_eq!(ready[1].spec.component.replicas, Some(1));
+        assert_ne!(
+            waiting[1].annotations()[LAST_APPLIED_HASH],
+            ready[1].annotations()[LAST_APPLIED_HASH]
+        );
     }
 
     #[test]
