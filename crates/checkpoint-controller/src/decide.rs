@@ -426,9 +426,41 @@ pub const TRANSITIONS: &[Transition] = &[
         from: ANY,
         step: Step::Blocked,
         to: None,
-        when: "a name this checkpoint needs is held by an object it does not control; the phase is kept (Pending if none)",
+        when: "a name this checkpoint needs is held by an object it does not control: nothing is written",
     },
 ];
+
+fn phase_name(phase: From) -> &'static str {
+    match phase {
+        None => "(none)",
+        Some(Phase::Pending) => "Pending",
+        Some(Phase::Creating) => "Creating",
+        Some(Phase::Ready) => "Ready",
+        Some(Phase::Failed) => "Failed",
+    }
+}
+
+/// [`TRANSITIONS`] as the Markdown table of `docs/checkpoint-state-machine.md`.
+pub fn transitions_markdown() -> String {
+    let mut out = String::from("| from | step | to | when |\n| --- | --- | --- | --- |\n");
+    for t in TRANSITIONS {
+        let from = if t.from == ANY {
+            "any".to_string()
+        } else {
+            t.from
+                .iter()
+                .map(|f| phase_name(*f))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let to = match t.to {
+            Some(_) => phase_name(t.to).to_string(),
+            None => "unchanged (Pending if none)".to_string(),
+        };
+        out.push_str(&format!("| {from} | {} | {to} | {} |\n", t.step, t.when));
+    }
+    out
+}
 
 /// Whether moving from `from` to `to` by `step` is in [`TRANSITIONS`].
 pub fn allowed(from: From, step: Step, to: From) -> bool {
@@ -847,6 +879,16 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn the_document_shows_the_table() {
+        let doc = include_str!("../../../docs/checkpoint-state-machine.md");
+        let table = transitions_markdown();
+        assert!(
+            doc.contains(&table),
+            "docs/checkpoint-state-machine.md is out of date; its transition table must be:\n{table}"
+        );
     }
 
     #[test]
