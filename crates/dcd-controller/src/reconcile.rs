@@ -208,10 +208,14 @@ impl DcdReconciler {
             }
             Err(error) => return Err(Box::new(fail(out, generation, error))),
         };
-        let (ready, reason, message, component) = readiness;
-        let [available, component_ready] = readiness_conditions(ready, reason, message, generation);
+        let [available, component_ready] = readiness_conditions(
+            readiness.ready,
+            readiness.reason,
+            readiness.message,
+            generation,
+        );
         // What the workload step observed stays in the status even if the Service step fails.
-        out.status.component = Some(component);
+        out.status.component = Some(readiness.component);
         conditions::set(&mut out.status.conditions, component_ready);
         if let Err(error) = self.ensure_service(dcd, rendered.service, &mut out).await {
             return Err(Box::new(fail(out, generation, error)));
@@ -251,12 +255,12 @@ impl DcdReconciler {
         } else {
             (REASON_DEPLOYMENT_NOT_READY, "Deployment is not ready")
         };
-        Ok((
+        Ok(Readiness {
             ready,
             reason,
             message,
-            deployment_component(&live, identity, engine_gpus(dcd)),
-        ))
+            component: deployment_component(&live, identity, engine_gpus(dcd)),
+        })
     }
 
     async fn ensure_leader_worker_set(
@@ -287,12 +291,12 @@ impl DcdReconciler {
                 "LeaderWorkerSet is not ready",
             )
         };
-        Ok((
+        Ok(Readiness {
             ready,
             reason,
             message,
-            leader_worker_set_component(&live, identity, engine_gpus(dcd)),
-        ))
+            component: leader_worker_set_component(&live, identity, engine_gpus(dcd)),
+        })
     }
 
     /// Apply the wanted Service, or delete the one this DCD controls when none is wanted.
@@ -350,13 +354,15 @@ impl DcdReconciler {
     }
 }
 
-/// Whether the workload is ready, the `Available` reason and message, and `status.component`.
-type Readiness = (
-    bool,
-    &'static str,
-    &'static str,
-    api::v1beta1::ComponentReplicaStatus,
-);
+/// What the workload step observed.
+struct Readiness {
+    ready: bool,
+    /// The `Available` reason and message.
+    reason: &'static str,
+    message: &'static str,
+    /// `status.component`.
+    component: api::v1beta1::ComponentReplicaStatus,
+}
 
 /// `Created`/`Updated` events, only for writes that changed something.
 fn mutation_event(

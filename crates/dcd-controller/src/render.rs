@@ -126,7 +126,7 @@ pub enum Workload {
 
 /// Which pod of a component a template is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// The only pod kind of a single-node component.
     Main,
     /// The leader pod of a multinode replica.
