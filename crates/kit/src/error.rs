@@ -72,13 +72,15 @@ impl From<kube::Error> for Error {
                 } else {
                     status.message.clone()
                 };
-                if status.is_not_found() {
+                // A group/version the server does not serve answers a bare "404 page not found"
+                // without a reason: that is NotFound too.
+                if status.is_not_found() || status.code == 404 {
                     Error::NotFound(message)
                 } else if status.is_already_exists() {
                     Error::AlreadyExists(message)
                 } else if status.code == 409 {
                     Error::Conflict(message)
-                } else if status.is_forbidden() {
+                } else if status.is_forbidden() || status.code == 403 {
                     Error::Forbidden(message)
                 } else if status.is_invalid() || status.code == 422 || status.code == 400 {
                     Error::Invalid(message)
