@@ -14,7 +14,13 @@ use common::{Operator, Spawn, eventually};
 async fn v1alpha1_manifests_convert_through_the_operator() {
     let cp = testkit::ControlPlane::shared().await;
     cp.install_crds(&api::crds()).await.unwrap();
-    let _operator = Operator::spawn(cp, Spawn::default());
+    let _operator = Operator::spawn(
+        cp,
+        Spawn {
+            webhook: true,
+            ..Spawn::default()
+        },
+    );
     let ns = cp.namespace().await;
 
     let alpha = ApiResource::from_gvk(&GroupVersionKind::gvk(

@@ -27,7 +27,12 @@ fn free_port() -> u16 {
 
 /// Options of one operator process.
 pub struct Spawn<'a> {
+    /// The user name of the operator's client certificate (what the audit log shows).
     pub identity: &'a str,
+    /// The leader election Lease; a unique one per process unless replicas should compete.
+    pub lease: Option<String>,
+    /// Serve the conversion webhook and point the CRD at it.
+    pub webhook: bool,
     /// Groups of the operator's user; empty: only what RBAC binds to the user.
     pub groups: &'a [&'a str],
     pub extra_args: Vec<String>,
@@ -37,6 +42,8 @@ impl Default for Spawn<'_> {
     fn default() -> Self {
         Spawn {
             identity: "dynamo-operator",
+            lease: None,
+            webhook: false,
             groups: &["system:masters"],
             extra_args: Vec::new(),
         }
