@@ -111,3 +111,64 @@ async fn converges_a_graph_then_idles_without_writes() {
         "writes after an ignored change: {writes:#?}"
     );
 }
+
+#[tokio::test]
+async fn standby_takes_over_when_the_leader_is_killed() {
+    let cp = testkit::ControlPlane::shared().await;
+    cp.install_crds(&api::crds()).await.unwrap();
+    let lease = format!("failover-{}", std::process::id());
+    let spawn = || {
+        Operator::spawn(
+            cp,
+            Spawn {
+                lease: Some(lease.clone()),
+                ..Spawn::default()
+            },
+        )
+    };
+    let mut a = spawn();
+    let mut b = spawn();
+    let leader_metric = format!("leader_election_master_status{{name=\"{lease}\"}}");
+    let leads =
+        |op: &Operator| op.metrics_text().and_then(|t| metric(&t, &leader_metric)) == Some(1.0);
+    eventually("one replica leads", Duration::from_secs(30), || async {
+        leads(&a) || leads(&b)
+    })
+    .await;
+    assert!(!(leads(&a) && leads(&b)), "two leaders at once");
+    let (leader, standby) = if leads(&a) {
+        (&mut a, &mut b)
+    } else {
+        (&mut b, &mut a)
+    };
+
+    let ns = cp.namespace().await;
+    let dgds: Api<DynamoGraphDeployment> = ns.api();
+    let first = manifest("v1beta1/vllm-agg.yaml");
+    apply(cp.client(), ns.name(), &first).await;
+    wait_ready(&dgds, first.metadata.name.as_deref().unwrap(), leader).await;
+
+    // SIGKILL: no chance to release the Lease; the standby waits out the lease duration (6 s).
+    leader.kill();
+    let killed = std::time::Instant::now();
+    eventually("the standby leads", Duration::from_secs(30), || async {
+        leads(standby)
+    })
+    .await;
+    let takeover = killed.elapsed();
+    eprintln!("failover: standby leading {takeover:.1?} after SIGKILL of the leader");
+
+    let mut second = manifest("v1beta1/vllm-disagg.yaml");
+    second.metadata.name = Some("after-failover".into());
+    apply(cp.client(), ns.name(), &second).await;
+    wait_ready(&dgds, "after-failover", standby).await;
+    let text = standby.metrics_text().unwrap();
+    assert!(
+        metric(&text, "controller_runtime_reconcile_total{controller=\"dynamographdeployment\",result=\"success\"}")
+            .unwrap_or(0.0)
+            >= 1.0,
+        "{text}"
+    );
+    // Graceful stop releases the Lease and exits 0.
+    assert!(standby.terminate().success(), "SIGTERM exit");
+}

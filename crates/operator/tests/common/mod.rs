@@ -65,8 +65,17 @@ impl Operator {
             .arg(format!("--webhook-address=127.0.0.1:{webhook_port}"))
             .arg(format!("--webhook-url={webhook}"))
             .arg(format!("--identity={}-{webhook_port}", options.identity))
+            .arg(format!(
+                "--lease-name={}",
+                options
+                    .lease
+                    .clone()
+                    .unwrap_or_else(|| format!("lease-{webhook_port}"))
+            ))
+            .arg(format!("--webhook={}", options.webhook))
             .args([
                 "--lease-namespace=default",
+                "--lease-duration=6",
                 "--log=info,operator=debug,kit=debug",
             ])
             .args(&options.extra_args)
