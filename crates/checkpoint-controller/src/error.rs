@@ -19,9 +19,6 @@ pub enum Error {
         #[source]
         source: kit::Error,
     },
-    /// A create found its name taken and the cache does not show the object yet.
-    #[error("{0} already exists but is not in the cache yet; looking again")]
-    NotCachedYet(String),
     /// The decision led to a phase change that the state machine does not allow: a bug.
     #[error("illegal phase transition {from:?} --{step}--> {to:?}")]
     IllegalTransition {

@@ -81,6 +81,9 @@ pub const DELETION_RECHECK: Duration = Duration::from_secs(5);
 /// checkpoint, being garbage-collected, is the common case).
 pub const CONFLICT_RECHECK: Duration = Duration::from_secs(30);
 
+/// How soon to look again when a create found a Job the cache does not show yet.
+pub const CACHE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Reconciles a DynamoCheckpoint into a capture Job and an artifact record.
 pub struct CheckpointReconciler {
     reader: Arc<dyn Reader>,
@@ -111,6 +114,8 @@ struct Done {
     blocking: Option<String>,
     /// Whether the artifact record write changed it.
     record_changed: bool,
+    /// Look again after this long.
+    requeue: Option<Duration>,
 }
 
 impl Done {
@@ -122,6 +127,7 @@ impl Done {
             deleted: Vec::new(),
             blocking: None,
             record_changed: false,
+            requeue: None,
         }
     }
 }
@@ -549,9 +555,17 @@ impl CheckpointReconciler {
                         blocking: Some(format!("Job {ns}/{name}")),
                         ..Done::step(Step::Blocked)
                     }),
-                    None => Err(Halt::new(reasons::JOB_CREATE_FAILED)(Error::NotCachedYet(
-                        format!("Job {ns}/{name}"),
-                    ))),
+                    // Someone created it (most likely a previous pass whose Job the cache has
+                    // not seen yet): take it as this attempt's and look again soon; if it is not
+                    // ours, that pass reports the conflict.
+                    None => {
+                        tracing::debug!(checkpoint = %key(ckpt), job = %name, "Job exists but is not cached yet");
+                        Ok(Done {
+                            attempt: Some(attempt),
+                            requeue: Some(CACHE_RECHECK),
+                            ..Done::step(step)
+                        })
+                    }
                 }
             }
             Err(source) => Err(Halt::new(reasons::JOB_CREATE_FAILED)(Error::Api {
@@ -787,6 +801,9 @@ fn report(
     }
     if done.step == Step::Blocked {
         out.requeue_after(CONFLICT_RECHECK);
+    }
+    if let Some(after) = done.requeue {
+        out.requeue_after(after);
     }
 
     // Mutation events: only for writes that changed something.

@@ -975,3 +975,25 @@ mod walk {
         }
     }
 }
+
+#[tokio::test]
+async fn a_create_that_collides_with_an_uncached_job_looks_again_soon() {
+    let d = Double::new();
+    fixture(&d);
+    d.fail_next(
+        Verb::Create,
+        "Job",
+        kit::Error::AlreadyExists("checkpoint-job".into()),
+    );
+    assert_eq!(
+        pass(&d).await.unwrap(),
+        Next::requeue(Duration::from_secs(1))
+    );
+    let s = status(&d);
+    assert_eq!((s.phase, s.attempt), (Some(Phase::Creating), Some(1)));
+    assert!(d.events().is_empty(), "nothing was created");
+    // Next look: the Job is not there after all, so it is made.
+    pass(&d).await.unwrap();
+    assert_eq!(jobs(&d), [job_name(&hash(), 1)]);
+    assert_eq!(d.event_reasons(), [reasons::JOB_CREATED]);
+}
