@@ -27,8 +27,8 @@ impl Webhook {
 
 /// Starts the webhook on a background thread (it lives as long as the test binary).
 pub fn start() -> Webhook {
-    let (ca, _) = testkit::pki::Authority::generate().expect("CA");
-    let serving = ca.serving().expect("serving certificate");
+    let ca = testkit::pki::authority().expect("CA");
+    let serving = testkit::pki::serving(&ca).expect("serving certificate");
     let certs = CertificateDer::pem_slice_iter(serving.cert_pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .expect("certificate PEM");
