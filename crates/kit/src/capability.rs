@@ -9,6 +9,7 @@
 use std::future::Future;
 
 use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{ApiResource, DynamicObject, Preconditions, PropagationPolicy};
 use kube::core::Selector;
@@ -113,6 +114,24 @@ pub trait Writer: Send + Sync {
         preconditions: &Preconditions,
         propagation: Option<PropagationPolicy>,
     ) -> Result<Deleted>;
+
+    /// Set `spec.replicas` of the object through its `scale` subresource (a merge patch of
+    /// `{"spec":{"replicas":n}}` on `<resource>/<name>/scale`); reports whether anything
+    /// changed. The kind must serve the scale subresource. Writers that cannot do this report
+    /// [`Error::Unsupported`].
+    async fn scale_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        replicas: i32,
+    ) -> Result<Applied<Scale>> {
+        let _ = (namespace, replicas);
+        Err(Error::Unsupported(format!(
+            "scale subresource of {} {name}",
+            resource.kind
+        )))
+    }
 }
 
 /// Write access to the status subresource. Only a controller's top level holds one.
@@ -216,6 +235,19 @@ pub trait WriterExt: Writer {
                 object: from_dynamic(applied.object)?,
                 changed: applied.changed,
             })
+        }
+    }
+
+    /// Set the replicas of the object of kind `K` through its `scale` subresource.
+    fn scale<K: Kind>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        replicas: i32,
+    ) -> impl Future<Output = Result<Applied<Scale>>> + Send {
+        async move {
+            self.scale_dynamic(&resource::<K>(), namespace, name, replicas)
+                .await
         }
     }
 

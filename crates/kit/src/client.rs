@@ -26,6 +26,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v1::Scale;
 use kube::api::{
     ApiResource, DeleteParams, DynamicObject, Patch as KubePatch, PatchParams, PostParams,
     Preconditions, PropagationPolicy,
@@ -289,6 +290,32 @@ impl Writer for KubeWriter {
         };
         tracing::debug!(kind = %resource.kind, object = %key(namespace, name), ?deleted, "deleted");
         Ok(deleted)
+    }
+
+    async fn scale_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        replicas: i32,
+    ) -> Result<Applied<Scale>> {
+        let before =
+            revision_before(&self.client, self.cache.as_ref(), resource, namespace, name).await?;
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        let patch = json!({"spec": {"replicas": replicas}});
+        let scale = self
+            .api(resource, namespace)
+            .patch_scale(name, &params, &KubePatch::Merge(&patch))
+            .await?;
+        let changed = before != scale.metadata.resource_version;
+        tracing::debug!(kind = %resource.kind, object = %key(namespace, name), replicas, changed, "scaled");
+        Ok(Applied {
+            object: scale,
+            changed,
+        })
     }
 }
 

@@ -31,7 +31,7 @@
 //! | capability | can | production | test |
 //! | --- | --- | --- | --- |
 //! | [`Reader`] | get, list by namespace and labels | [`cache::Cache`] (watch caches) | [`testing::Double`] |
-//! | [`Writer`] | create, server-side apply, patch, delete with preconditions | [`client::KubeWriter`] | [`testing::Double`] |
+//! | [`Writer`] | create, server-side apply, patch, delete with preconditions, scale | [`client::KubeWriter`] | [`testing::Double`] |
 //! | [`StatusWriter`] | apply the status subresource | [`client::KubeStatusWriter`] | [`testing::Double`] |
 //! | [`EventSink`] | publish events | kube-runtime `Recorder` | [`testing::Double`] |
 //!

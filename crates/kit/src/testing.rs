@@ -17,6 +17,7 @@
 //! - owner references are stored like any field; there is **no garbage collection** and the
 //!   propagation policy is ignored;
 //! - lists filter by namespace and label selector, sorted by namespace and name;
+//! - the scale subresource ([`Writer::scale_dynamic`]) sets `spec.replicas` of any kind;
 //! - every kind behaves as if it had a status subresource: `status` in create, apply and patch
 //!   bodies is ignored; only the [`StatusWriter`] changes it.
 //!
@@ -34,7 +35,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec, ScaleStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, Preconditions, PropagationPolicy};
 use kube::core::{Selector, SelectorExt};
 use serde_json::{Map, Value, json};
@@ -62,6 +65,8 @@ pub enum Verb {
     Patch,
     /// `Writer::delete_dynamic`
     Delete,
+    /// `Writer::scale_dynamic`
+    Scale,
     /// `StatusWriter::apply_status_dynamic`
     ApplyStatus,
     /// `EventSink::publish`
@@ -708,6 +713,61 @@ impl Writer for Double {
         state.objects.insert(key.clone(), next.clone());
         state.record(Verb::Delete, &key, true);
         Ok(Deleted::Pending(dynamic(next)?))
+    }
+
+    /// Sets `spec.replicas`, as the scale subresource of any kind would; the `Scale` reports
+    /// `status.replicas` and `status.selector` (or `status.hpaPodSelector`) when present.
+    async fn scale_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        replicas: i32,
+    ) -> Result<Applied<Scale>> {
+        let mut state = self.lock();
+        Double::injected(&mut state, Verb::Scale, &resource.kind)?;
+        let key = Key::new(resource, namespace, name);
+        let current = state
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| Error::NotFound(key.describe()))?;
+        let mut next = current.clone();
+        json_patch::merge(&mut next, &json!({"spec": {"replicas": replicas}}));
+        let (value, changed) = match state.commit(&key, next, false)? {
+            Committed::Stored(v, changed) => (v, changed),
+            Committed::Removed(v) => (v, true),
+        };
+        state.record(Verb::Scale, &key, changed);
+        let status = value.get("status");
+        let selector = status
+            .and_then(|s| s.get("selector").or_else(|| s.get("hpaPodSelector")))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let scale = Scale {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: namespace.map(str::to_string),
+                uid: meta_str(&value, "uid").map(str::to_string),
+                resource_version: meta_str(&value, "resourceVersion").map(str::to_string),
+                ..Default::default()
+            },
+            spec: Some(ScaleSpec {
+                replicas: Some(replicas),
+            }),
+            status: Some(ScaleStatus {
+                replicas: status
+                    .and_then(|s| s.get("replicas"))
+                    .and_then(Value::as_i64)
+                    .and_then(|r| i32::try_from(r).ok())
+                    .unwrap_or(0),
+                selector,
+            }),
+        };
+        Ok(Applied {
+            object: scale,
+            changed,
+        })
     }
 }
 
