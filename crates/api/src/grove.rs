@@ -1,5 +1,6 @@
-//! Client types for Grove (`grove.io/v1alpha1`): `PodCliqueSet`, `PodClique` and
-//! `PodCliqueScalingGroup`, limited to the fields the grove pathway renders and reads.
+//! Client types for Grove (`grove.io/v1alpha1`): `PodCliqueSet`, `PodClique`,
+//! `PodCliqueScalingGroup` and `ClusterTopologyBinding`, limited to the fields the grove
+//! pathway renders and reads.
 //!
 //! These types are never installed as CRDs: tests install Grove's own CRDs, and a unit test
 //! checks that every field here exists in Grove's schema with the same type.
@@ -558,6 +559,35 @@ pub struct PodCliqueScalingGroupUpdateProgress {
     pub total_pod_cliques_count: i32,
 }
 
+/// Grove's cluster topology (cluster-scoped): the topology domains of a cluster, widest first,
+/// each with the node label that identifies it. Read by the grove pathway for
+/// `spec.experimental.kvTransferPolicy.clusterTopologyName`.
+#[derive(CustomResource, JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[kube(
+    group = "grove.io",
+    version = "v1alpha1",
+    kind = "ClusterTopologyBinding",
+    plural = "clustertopologybindings",
+    shortname = "ct",
+    derive = "PartialEq",
+    derive = "Default"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterTopologyBindingSpec {
+    /// The topology levels.
+    pub levels: Vec<TopologyLevel>,
+}
+
+/// One level of a cluster topology.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TopologyLevel {
+    /// Name of the topology domain (for example `zone`, `rack`).
+    pub domain: String,
+    /// Node label key identifying the domain.
+    pub key: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -641,9 +671,13 @@ mod tests {
     }
 
     fn check<K: CustomResourceExt>(file: &str) {
+        check_parts::<K>(file, &["spec", "status"]);
+    }
+
+    fn check_parts<K: CustomResourceExt>(file: &str, parts: &[&str]) {
         let (ours, theirs) = (ours::<K>(), grove_schema(file));
         let mut errors = Vec::new();
-        for part in ["spec", "status"] {
+        for &part in parts {
             compare(
                 part,
                 &ours["properties"][part],
@@ -667,6 +701,18 @@ mod tests {
     #[test]
     fn pod_clique_scaling_group_fields_exist_in_grove_schema() {
         check::<PodCliqueScalingGroup>("grove.io_podcliquescalinggroups.yaml");
+    }
+
+    #[test]
+    fn cluster_topology_binding_fields_exist_in_grove_schema() {
+        check_parts::<ClusterTopologyBinding>("grove.io_clustertopologybindings.yaml", &["spec"]);
+        let theirs = grove_crd("grove.io_clustertopologybindings.yaml");
+        let ours = serde_json::to_value(ClusterTopologyBinding::crd()).unwrap();
+        assert_eq!(ours["spec"]["scope"], theirs["spec"]["scope"]);
+        assert_eq!(
+            ours["spec"]["names"]["plural"],
+            theirs["spec"]["names"]["plural"]
+        );
     }
 
     #[test]
