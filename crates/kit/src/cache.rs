@@ -239,14 +239,27 @@ impl Cache {
     }
 
     /// Wait until every registered kind finished its initial list.
+    ///
+    /// Polls each store's readiness every 50 ms rather than awaiting kube-runtime's
+    /// `Store::wait_until_ready`: with shared stores, a waiter registered before the initial list
+    /// completed was seen not to be woken (readiness was set, the future stayed pending), which
+    /// left `/readyz` false.
     pub async fn wait_until_ready(&self) {
-        let stores: Vec<_> = {
-            let kinds = self.inner.kinds.read().expect("cache lock");
-            kinds.values().map(|e| e.store.clone()).collect()
-        };
-        for store in stores {
-            store.wait_until_ready().await;
+        while !self.unready_kinds().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
+    }
+
+    /// The kinds whose initial list has not completed yet (`apiVersion/Kind`).
+    pub fn unready_kinds(&self) -> Vec<String> {
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let mut unready: Vec<String> = kinds
+            .iter()
+            .filter(|(_, e)| !e.store.is_ready())
+            .map(|(k, _)| k.clone())
+            .collect();
+        unready.sort();
+        unready
     }
 
     /// How many reads fell back to a live API call.
@@ -346,7 +359,6 @@ trait ErasedStore: Send + Sync {
     fn is_ready(&self) -> bool;
     fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<DynamicObject>>;
     fn list(&self, namespace: Option<&str>, selector: &Selector) -> Result<Vec<DynamicObject>>;
-    fn wait_until_ready(&self) -> BoxFuture<'static, ()>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -386,14 +398,6 @@ where
             .collect();
         objects.sort_by_key(|o| (o.namespace(), o.name_any()));
         objects.iter().map(|o| to_dynamic(o.as_ref())).collect()
-    }
-
-    fn wait_until_ready(&self) -> BoxFuture<'static, ()> {
-        let store = self.store.clone();
-        async move {
-            let _ = store.wait_until_ready().await;
-        }
-        .boxed()
     }
 
     fn as_any(&self) -> &dyn Any {

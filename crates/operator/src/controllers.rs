@@ -6,9 +6,15 @@
 //! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter |
 //! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service |
 //!
-//! Children the DGD reconcilers read once in a while (RBAC objects, PVCs, ConfigMaps, Secrets,
-//! claim templates) are not watched: their reads fall back to live calls, which the cache counts
-//! ([`kit::cache::Cache::live_reads`]).
+//! The graph's other children (its ServiceAccounts, Roles, RoleBindings, ConfigMaps, PVCs and
+//! claim templates) are watched with the label selector `nvidia.com/dynamo-graph-deployment-name`,
+//! so reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
+//! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
+//! calls, which it counts ([`kit::cache::Cache::live_reads`]).
+//!
+//! Optional APIs (`resource.k8s.io/v1`, `leaderworkerset.x-k8s.io/v1`, `grove.io/v1alpha1`) are
+//! discovered once at start-up ([`Served`]); an API installed later is picked up at the next
+//! restart of the operator.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -19,7 +25,9 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::Api;
 use kube::runtime::controller::Config as ControllerConfig;
 use kube::runtime::reflector::Store;
@@ -44,6 +52,51 @@ pub const DGD_MANAGER: &str = "dynamo-operator/dgd";
 /// The field manager of the DCD controller.
 pub const DCD_MANAGER: &str = dcd_controller::FIELD_MANAGER;
 
+/// Optional APIs the cluster serves, discovered at start-up.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Served {
+    /// `resource.k8s.io/v1` ResourceClaimTemplates (GPU memory service).
+    pub resource_claim_templates: bool,
+    /// `leaderworkerset.x-k8s.io/v1` (multinode on the component pathway).
+    pub leader_worker_sets: bool,
+    /// `grove.io/v1alpha1` PodCliqueSets (the grove pathway).
+    pub pod_clique_sets: bool,
+}
+
+impl Served {
+    /// Asks the apiserver's discovery which optional APIs it serves.
+    pub async fn discover(client: &Client) -> anyhow::Result<Self> {
+        let served = |group: &'static str, version: &'static str, plural: &'static str| {
+            let client = client.clone();
+            async move {
+                let path = format!("/apis/{group}/{version}");
+                match client
+                    .request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>(
+                        http::Request::get(&path).body(Vec::new()).expect("request"),
+                    )
+                    .await
+                {
+                    Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let found = Served {
+            resource_claim_templates: served("resource.k8s.io", "v1", "resourceclaimtemplates")
+                .await?,
+            leader_worker_sets: served("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+                .await?,
+            pod_clique_sets: served("grove.io", "v1alpha1", "podcliquesets").await?,
+        };
+        tracing::info!(?found, "optional APIs");
+        Ok(found)
+    }
+}
+
+/// The label every graph-owned child carries (the selector of their watches).
+const GRAPH_LABEL: &str = api::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME;
+
 /// What the controllers share.
 struct Wiring<'a> {
     cache: &'a Cache,
@@ -52,6 +105,7 @@ struct Wiring<'a> {
     metrics: &'a Arc<Metrics>,
     events: Arc<dyn EventSink>,
     stop: CancellationToken,
+    served: Served,
 }
 
 impl Wiring<'_> {
@@ -65,8 +119,9 @@ impl Wiring<'_> {
         }
     }
 
-    /// Registers `K` in the cache (primary kinds honour `--selector`).
-    fn watch<K>(&self, primary: bool) -> anyhow::Result<Store<K>>
+    /// Registers `K` in the cache: primary kinds honour `--selector`; `Scope::Graph` kinds are
+    /// only the objects labelled with a graph name.
+    fn watch<K>(&self, scope: Scope) -> anyhow::Result<Store<K>>
     where
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
             + Clone
@@ -78,8 +133,14 @@ impl Wiring<'_> {
             + 'static,
     {
         let mut config = watcher::Config::default();
-        if primary && let Some(selector) = &self.args.selector {
-            config = config.labels(selector);
+        match scope {
+            Scope::Primary => {
+                if let Some(selector) = &self.args.selector {
+                    config = config.labels(selector);
+                }
+            }
+            Scope::Graph => config = config.labels(GRAPH_LABEL),
+            Scope::All => {}
         }
         Ok(self.cache.watch::<K>(self.api::<K>(), config)?)
     }
@@ -119,6 +180,17 @@ impl Wiring<'_> {
             .concurrency(concurrency)
             .debounce(Duration::from_millis(100))
     }
+}
+
+/// Which objects of a kind are watched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// A controller's primary kind (`--selector` applies).
+    Primary,
+    /// Only objects labelled with a graph name.
+    Graph,
+    /// Every object of the kind (in the watched namespace).
+    All,
 }
 
 /// Wraps a reconcile with the controller's metrics.
@@ -164,6 +236,7 @@ pub fn build(
     args: &RunArgs,
     metrics: &Arc<Metrics>,
     stop: CancellationToken,
+    served: Served,
 ) -> anyhow::Result<Vec<BoxFuture<'static, ()>>> {
     let reporter = Reporter {
         controller: "dynamo-operator".into(),
@@ -177,6 +250,7 @@ pub fn build(
         metrics,
         events: Arc::new(recorder),
         stop,
+        served,
     };
     Ok(vec![dgd_controller(&wiring)?, dcd_controller(&wiring)?])
 }
@@ -184,9 +258,17 @@ pub fn build(
 fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     let name = ControllerName::Dgd;
     let metrics = w.metrics.controller(name.as_str(), w.args.dgd_concurrency);
-    let store = w.watch::<DynamoGraphDeployment>(true)?;
-    w.watch::<DynamoComponentDeployment>(false)?;
-    w.watch::<DynamoGraphDeploymentScalingAdapter>(false)?;
+    let store = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
+    w.watch::<DynamoComponentDeployment>(Scope::All)?;
+    w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
+    w.watch::<ServiceAccount>(Scope::Graph)?;
+    w.watch::<Role>(Scope::Graph)?;
+    w.watch::<RoleBinding>(Scope::Graph)?;
+    w.watch::<ConfigMap>(Scope::Graph)?;
+    w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
+    if w.served.resource_claim_templates {
+        w.watch::<ResourceClaimTemplate>(Scope::Graph)?;
+    }
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
@@ -223,13 +305,16 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     let name = ControllerName::Dcd;
     let metrics = w.metrics.controller(name.as_str(), w.args.dcd_concurrency);
     // The DCD kind is watched once, shared with the DGD controller.
-    let store = w.watch::<DynamoComponentDeployment>(false)?;
-    w.watch::<Deployment>(false)?;
-    w.watch::<Service>(false)?;
+    let store = w.watch::<DynamoComponentDeployment>(Scope::All)?;
+    w.watch::<Deployment>(Scope::All)?;
+    w.watch::<Service>(Scope::All)?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
-    let reconciler = dcd_controller::DcdReconciler::new(reader, writer);
+    let mut reconciler = dcd_controller::DcdReconciler::new(reader, writer);
+    if w.served.leader_worker_sets {
+        reconciler = reconciler.with_leader_worker_set();
+    }
 
     let controller = Controller::for_shared_stream(
         w.trigger::<DynamoComponentDeployment>(name, &metrics)?,

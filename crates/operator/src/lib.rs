@@ -133,14 +133,29 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
 
     let cache = kit::cache::Cache::new(client.clone());
     let stop = CancellationToken::new();
-    let controllers = controllers::build(&cache, client.clone(), &args, &metrics, stop.clone())?;
+    let served = controllers::Served::discover(&client).await?;
+    let controllers = controllers::build(
+        &cache,
+        client.clone(),
+        &args,
+        &metrics,
+        stop.clone(),
+        served,
+    )?;
     let watches = tokio::spawn(cache.run());
     {
         let cache = cache.clone();
         let health = health.clone();
         tokio::spawn(async move {
-            cache.wait_until_ready().await;
-            tracing::info!("caches synced");
+            let started = std::time::Instant::now();
+            if tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_until_ready())
+                .await
+                .is_err()
+            {
+                tracing::warn!(kinds = ?cache.unready_kinds(), "caches not synced after 10 s");
+                cache.wait_until_ready().await;
+            }
+            tracing::info!(elapsed = ?started.elapsed(), "caches synced");
             health.set_ready(true);
         });
     }

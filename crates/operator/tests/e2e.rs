@@ -88,7 +88,10 @@ async fn converges_a_graph_then_idles_without_writes() {
     )
     .unwrap_or(0.0);
     assert!(reconciles >= 1.0, "{text}");
-    assert!(operator.ready(), "/readyz");
+    eventually("/readyz", Duration::from_secs(5), || async {
+        operator.ready()
+    })
+    .await;
 
     // Converged: an annotation no trigger looks at causes no work and no write.
     let audit = cp.audit();

@@ -473,6 +473,21 @@ impl ControlPlane {
         pki::kubeconfig(&self.server, self.ca.cert_pem(), user, &cred)
     }
 
+    /// A kubeconfig (YAML) authenticating with a bearer `token` (e.g. a ServiceAccount token
+    /// from the TokenRequest API, to run something with exactly that account's RBAC).
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> String {
+        use base64::{Engine, engine::general_purpose::STANDARD};
+        format!(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n- name: testkit\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n\
+             users:\n- name: {name}\n  user:\n    token: {token}\n\
+             contexts:\n- name: testkit\n  context:\n    cluster: testkit\n    user: {name}\n\
+             current-context: testkit\n",
+            server = self.server,
+            ca = STANDARD.encode(self.ca.cert_pem().as_bytes()),
+        )
+    }
+
     /// Writes [`Self::kubeconfig`] to `<dir>/<user>.kubeconfig` and returns its path, e.g. to
     /// start an operator process as that user.
     pub fn write_kubeconfig(&self, user: &str, groups: &[&str]) -> PathBuf {

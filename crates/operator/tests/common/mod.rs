@@ -36,6 +36,8 @@ pub struct Spawn<'a> {
     /// Groups of the operator's user; empty: only what RBAC binds to the user.
     pub groups: &'a [&'a str],
     pub extra_args: Vec<String>,
+    /// Run with this kubeconfig instead of a client certificate for `identity`.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl Default for Spawn<'_> {
@@ -46,13 +48,17 @@ impl Default for Spawn<'_> {
             webhook: false,
             groups: &["system:masters"],
             extra_args: Vec::new(),
+            kubeconfig: None,
         }
     }
 }
 
 impl Operator {
     pub fn spawn(cp: &ControlPlane, options: Spawn<'_>) -> Operator {
-        let kubeconfig = cp.write_kubeconfig(options.identity, options.groups);
+        let kubeconfig = options
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| cp.write_kubeconfig(options.identity, options.groups));
         let metrics = format!("127.0.0.1:{}", free_port());
         let webhook_port = free_port();
         let webhook = format!("https://127.0.0.1:{webhook_port}");

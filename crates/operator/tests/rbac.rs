@@ -1,0 +1,154 @@
+//! The operator converges graphs with nothing but the RBAC in `deploy/`: it runs as the
+//! `dynamo-system/dynamo-operator` ServiceAccount, with a token from the TokenRequest API, and
+//! the apiserver enforces the ClusterRole. A rule missing from `deploy/rbac/` fails this test.
+
+mod common;
+
+use std::time::Duration;
+
+use api::DynamoGraphDeployment;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::{ApiResource, Discovery, Scope};
+
+use common::{Operator, Spawn, eventually};
+
+const DEPLOY_FILES: &[&str] = &[
+    "operator/namespace.yaml",
+    "operator/serviceaccount.yaml",
+    "rbac/clusterrole.yaml",
+    "rbac/clusterrolebinding.yaml",
+    "rbac/planner-epp-clusterroles.yaml",
+];
+
+fn deploy(path: &str) -> Vec<DynamicObject> {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../deploy/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// Server-side applies `objects` as an administrator would install them.
+async fn install(client: &kube::Client, objects: &[DynamicObject]) {
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    for object in objects {
+        let types = object.types.clone().unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+        let (ar, caps): (ApiResource, _) = discovery.resolve_gvk(&gvk).unwrap();
+        let api: Api<DynamicObject> = match (caps.scope, &object.metadata.namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        api.patch(
+            object.metadata.name.as_deref().unwrap(),
+            &PatchParams::apply("kubectl").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+fn conformance(relative: &str) -> DynamicObject {
+    let path = format!(
+        "{}/../../../shared/conformance/{relative}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn converges_with_only_the_deployed_rbac() {
+    let cp = testkit::ControlPlane::shared().await;
+    cp.install_crds(&api::crds()).await.unwrap();
+    let admin = cp.client();
+    let objects: Vec<_> = DEPLOY_FILES.iter().flat_map(|f| deploy(f)).collect();
+    install(&admin, &objects).await;
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "dynamo-system");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request("dynamo-operator", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let kubeconfig = cp.dir().join("rbac-operator.kubeconfig");
+    std::fs::write(&kubeconfig, cp.token_kubeconfig("dynamo-operator", &token)).unwrap();
+    let operator = Operator::spawn(
+        cp,
+        Spawn {
+            kubeconfig: Some(kubeconfig),
+            ..Spawn::default()
+        },
+    );
+
+    let ns = cp.namespace().await;
+    let dgds: Api<DynamoGraphDeployment> = ns.api();
+    let ar = ApiResource::erase::<DynamoGraphDeployment>(&());
+    let raw: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &ar);
+    let mut names = Vec::new();
+    for manifest in [
+        "v1beta1/vllm-agg.yaml",
+        "v1beta1/sglang-disagg-planner.yaml",
+    ] {
+        let object = conformance(manifest);
+        let name = object.metadata.name.clone().unwrap();
+        raw.patch(
+            &name,
+            &PatchParams::apply("kubectl").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap();
+        names.push(name);
+    }
+    for name in &names {
+        let check = || async {
+            dgds.get_opt(name).await.unwrap().is_some_and(|d| {
+                d.status.is_some_and(|s| {
+                    kit::conditions::is_true(&s.conditions, kit::conditions::READY)
+                })
+            })
+        };
+        let ok = tokio::time::timeout(Duration::from_secs(120), async {
+            while !check().await {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+        .await;
+        assert!(
+            ok.is_ok(),
+            "{name} not Ready with the deployed RBAC: {:#?}\n--- operator log ---\n{}",
+            dgds.get_opt(name).await.unwrap().and_then(|d| d.status),
+            operator.log_text()
+        );
+    }
+    let log = operator.log_text();
+    let forbidden: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("forbidden") || l.contains("Forbidden"))
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "requests refused by RBAC:\n{}",
+        forbidden.join("\n")
+    );
+    eventually("the operator is ready", Duration::from_secs(10), || async {
+        operator.ready()
+    })
+    .await;
+}
