@@ -1,1 +1,216 @@
 //! The grove workload program: one Grove PodCliqueSet per graph.
+//!
+//! [`GroveProgram`] is a struct of its concrete reconcilers, run once per reconcile in this
+//! order (the program owns order and timing; no step writes status):
+//!
+//! | # | step | does | failure reason |
+//! | --- | --- | --- | --- |
+//! | 1 | rollout ([`rollout::UnsupportedRollout`]) | worker hash record; refuses managed rolling updates (Warning `RollingUpdateNotSupported` after the record write) | `rolling_update_failed` |
+//! | 2 | shared resources ([`reconcilers::shared`]) | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
+//! | 3 | restart ([`restart::GroveRestart`]) | next `status.restart` from Grove's progress | `failed_to_resolve_restart_progress` |
+//! | 4 | workload ([`workload::PodCliqueSetWorkload`]) | resolve → render → apply the PodCliqueSet → scale Grove children → readiness, `status.components` | `failed_to_reconcile_the_resources` |
+//! | 5 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
+//! | 6 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
+//! | ∞ | topology condition ([`topology::TopologyCondition`]) | `TopologyLevelsAvailable` from Grove; runs last, also after a failed step | — |
+//!
+//! The returned status starts from the graph's current status with `observedGeneration` set, so
+//! a failing step leaves everything earlier steps completed: a failure marks `state: failed` and
+//! `Ready=False` with the step's reason and message. An input that only a change of the graph
+//! can fix (it cannot be rendered, say) is not retried until the graph changes.
+//!
+//! Rendering is pure and lives in the `grove-render` crate, which has no client
+//! ([`grove_render::render`]); this crate resolves its inputs and converges the result.
+
+pub mod readiness;
+pub mod ready;
+pub mod resolve;
+pub mod restart;
+pub mod rollout;
+pub mod topology;
+pub mod workload;
+
+#[cfg(test)]
+mod testutil;
+
+use std::sync::Arc;
+
+use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use grove_render::names::pcs_name;
+use kit::conditions::{self, READY};
+use kit::{Event, Failed, OrFail, Outcome, Reader, Reconciled, Writer};
+use kube::ResourceExt;
+use reconcilers::scaling_adapters::{self, ScalingAdapters};
+use reconcilers::shared::{SharedConfig, SharedResources};
+
+pub use grove_render;
+
+use crate::restart::GroveRestart;
+use crate::rollout::UnsupportedRollout;
+use crate::topology::TopologyCondition;
+use crate::workload::PodCliqueSetWorkload;
+
+/// Failure reason of the rollout step (upstream's value).
+pub const REASON_ROLLING_UPDATE_FAILED: &str = reconcilers::rollout::REASON_ROLLING_UPDATE_FAILED;
+/// Failure reason of the restart step.
+pub const REASON_RESTART_FAILED: &str = reconcilers::restart::REASON_RESTART_FAILED;
+
+/// Why a step of the grove program failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The rollout step failed.
+    #[error("failed to reconcile the worker rollout: {0}")]
+    Rollout(#[from] rollout::Error),
+    /// A shared resource failed.
+    #[error("{0}")]
+    Shared(#[source] reconcilers::Error),
+    /// The restart step failed.
+    #[error("failed to resolve restart progress: {0}")]
+    Restart(#[from] restart::Error),
+    /// The workload step failed.
+    #[error("failed to reconcile the Grove PodCliqueSet: {0}")]
+    Workload(#[from] workload::Error),
+    /// The scaling adapters step failed.
+    #[error("failed to reconcile the scaling adapters: {0}")]
+    ScalingAdapters(#[from] scaling_adapters::Error),
+}
+
+/// Operator configuration of the grove program.
+#[derive(Clone, Debug, Default)]
+pub struct GroveConfig {
+    /// Configuration of the shared resources.
+    pub shared: SharedConfig,
+    /// Rendering settings (termination delay, default discovery backend).
+    pub render: grove_render::Settings,
+}
+
+/// The grove program.
+pub struct GroveProgram {
+    rollout: UnsupportedRollout,
+    shared: SharedResources,
+    restart: GroveRestart,
+    workload: PodCliqueSetWorkload,
+    scaling_adapters: ScalingAdapters,
+    topology: TopologyCondition,
+}
+
+impl GroveProgram {
+    /// The grove program reading with `reader`, writing children with `writer`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: GroveConfig) -> Self {
+        GroveProgram {
+            rollout: UnsupportedRollout::new(writer.clone()),
+            shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
+            restart: GroveRestart::new(reader.clone()),
+            workload: PodCliqueSetWorkload::new(reader.clone(), writer.clone(), config.render),
+            scaling_adapters: ScalingAdapters::new(reader.clone(), writer),
+            topology: TopologyCondition::new(reader),
+        }
+    }
+
+    /// Run every step once for `dgd` and return the complete desired status and queued events.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+    ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
+        let pcs = pcs_name(&dgd.name_any(), &dgd.spec.components);
+        match self.steps(dgd, &pcs).await {
+            Ok(mut out) => {
+                self.topology.reconcile(dgd, &pcs, &mut out).await;
+                Ok(out)
+            }
+            Err(mut failed) => {
+                self.topology
+                    .reconcile(dgd, &pcs, &mut failed.outcome)
+                    .await;
+                Err(failed)
+            }
+        }
+    }
+
+    async fn steps(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        pcs: &str,
+    ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
+        let generation = dgd.metadata.generation.unwrap_or_default();
+        let previous = dgd.status.clone().unwrap_or_default();
+        let mut out = Outcome::new(DynamoGraphDeploymentStatus {
+            observed_generation: Some(generation),
+            ..previous.clone()
+        });
+
+        let workers = self
+            .rollout
+            .reconcile(dgd, &mut out)
+            .await
+            .map_err(Error::from)
+            .or_fail(&mut out, generation, REASON_ROLLING_UPDATE_FAILED)?;
+
+        let checkpoints = self
+            .shared
+            .reconcile(dgd, &mut out)
+            .await
+            .map_err(|failed| failed.map_err(Error::Shared))?;
+
+        let restart = self
+            .restart
+            .resolve(dgd, pcs)
+            .await
+            .map_err(Error::from)
+            .or_fail(&mut out, generation, REASON_RESTART_FAILED)?;
+        out.status.restart = restart.status.clone();
+
+        let report = match self
+            .workload
+            .reconcile(
+                dgd,
+                &workers,
+                restart.stamps.as_ref(),
+                &checkpoints,
+                &mut out,
+            )
+            .await
+        {
+            Ok(report) => report,
+            Err(error) => {
+                let awaits = error.awaits_change();
+                let failed: Failed<_, _> = out.fail(
+                    generation,
+                    workload::REASON_WORKLOADS_FAILED,
+                    Error::Workload(error),
+                );
+                return Err(Box::new(if awaits {
+                    failed.await_change()
+                } else {
+                    failed
+                }));
+            }
+        };
+        out.status.components = report.readiness.components.clone();
+
+        let waiting = ready::waiting_for_checkpoints(&checkpoints);
+        let (state, ready) =
+            ready::ready_condition(generation, &waiting, &report.pcs_name, &report.readiness);
+        out.status.state = state;
+        conditions::set(&mut out.status.conditions, ready);
+        for t in conditions::changed(&previous.conditions, &out.status.conditions) {
+            if t.type_ == READY && t.to.is_some() {
+                out.event(Event::normal(&t.reason, t.message.clone()));
+            }
+        }
+
+        if !waiting.is_empty() {
+            // As upstream: adapters wait until the checkpointed components can start.
+            return Ok(out);
+        }
+        self.scaling_adapters
+            .reconcile(dgd, &mut out)
+            .await
+            .map_err(Error::from)
+            .or_fail(
+                &mut out,
+                generation,
+                scaling_adapters::REASON_SCALING_ADAPTERS_FAILED,
+            )?;
+        Ok(out)
+    }
+}

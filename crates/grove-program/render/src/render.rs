@@ -1,0 +1,726 @@
+//! [`render`]: a graph and what was resolved about it, to the desired PodCliqueSet.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use api::grove::{
+    CliqueStartupType, HeadlessServiceConfig, PodCliqueScalingGroupConfig, PodCliqueSet,
+    PodCliqueSetSpec, PodCliqueSetTemplateSpec, PodCliqueSetUpdateStrategy, PodCliqueSpec,
+    PodCliqueTemplateSpec, TopologyConstraint, TopologyPack, UpdateStrategyType,
+};
+use api::labels;
+use api::v1alpha1::DynamoComponentDeploymentSharedSpec as AlphaComponent;
+use api::v1beta1::{ProviderOverride, ROLE_LEADER, ROLE_WORKER, SpecTopologyConstraint};
+use api::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::compat;
+use crate::names::{self, Role};
+use crate::pod::{self, Backend, PodInput};
+use crate::{Inputs, RenderError};
+
+/// Annotation (user, on the graph): the PodCliqueSet update strategy, `RollingRecreate` or
+/// `OnDelete` (Grove's values).
+pub const GROVE_UPDATE_STRATEGY: &str = "nvidia.com/grove-update-strategy";
+/// Label (controller, clique): hash of the served model name (first 8 hex digits of SHA-256).
+pub const BASE_MODEL_HASH_LABEL: &str = "nvidia.com/dynamo-base-model-hash";
+/// Label (controller, clique): metrics scraping enabled.
+pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
+/// Label (controller, clique): the discovery backend, `kubernetes`.
+pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
+/// Label (controller, clique): Kubernetes discovery enabled, `"true"`.
+pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
+/// Label (controller, clique): `worker` on worker cliques of a graph with an EPP component.
+pub const COMPONENT_CLASS_LABEL: &str = "nvidia.com/dynamo-component-class";
+/// Annotation (pod): node label key the topology controller copies to pods.
+pub const TOPOLOGY_LABEL_KEY_ANNOTATION: &str = "nvidia.com/topology-label-key";
+/// Annotation (pod): Grove ClusterTopology the topology controller reads.
+pub const TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION: &str = "nvidia.com/topology-cluster-topology-name";
+/// Graph metadata annotations copied onto every clique that does not set them.
+pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
+    labels::ENABLE_METRICS,
+    labels::DYNAMO_DISCOVERY_BACKEND,
+    labels::DYNAMO_KUBE_DISCOVERY_MODE,
+    labels::DYNAMO_OPERATOR_ORIGIN_VERSION,
+    labels::VLLM_DISTRIBUTED_EXECUTOR_BACKEND,
+];
+
+/// Render the desired PodCliqueSet of `inputs.dgd`. Pure: no client, no I/O, no clock; the
+/// inputs are not changed; equal inputs give equal output.
+///
+/// What is rendered (upstream's `GenerateGrovePodCliqueSet`):
+/// - metadata: name [`names::pcs_name`], the graph's namespace, labels = `spec.labels` plus
+///   `nvidia.com/dynamo-graph-deployment-name`, annotations = `spec.annotations`, a controller
+///   owner reference to the graph;
+/// - spec: `replicas: 1`, `updateStrategy` from [`GROVE_UPDATE_STRATEGY`], template with
+///   `cliqueStartupType: CliqueStartupTypeAnyOrder` (`Explicit` when a TRT-LLM multinode leader
+///   starts after its workers), `headlessServiceConfig.publishNotReadyAddresses: true`,
+///   `terminationDelay` from the settings, `priorityClassName`, and `topologyConstraint`
+///   (`topologyName` + `pack.required`) from `spec.topologyConstraint`;
+/// - per component, in spec order: its cliques ([`names::clique_roles`]) with labels,
+///   annotations and the pod spec ([`crate::pod`]); multinode, inter-pod GMS and forced
+///   components also get a scaling group named after the component;
+/// - then the compatibility rules of [`crate::compat`] against `inputs.existing`, then the
+///   provider overrides (`providerOverride` fragments replace the `topologyConstraint` of their
+///   target).
+pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
+    let dgd = inputs.dgd;
+    let dgd_name = dgd.metadata.name.clone().unwrap_or_default();
+    let namespace = dgd.metadata.namespace.clone().unwrap_or_default();
+    if dgd_name.is_empty() {
+        return Err(RenderError::Unnamed);
+    }
+    let owner = owner_reference(dgd)?;
+    unsupported(dgd)?;
+
+    let pcs_name = names::pcs_name(&dgd_name, &dgd.spec.components);
+    let existing = inputs.existing;
+    let has_workers = dgd
+        .spec
+        .components
+        .iter()
+        .any(|c| c.r#type.is_some_and(ComponentType::is_worker));
+    let hash_labels = has_workers
+        && (existing.is_none_or(|e| compat::uses_worker_hash_labels(&dgd.spec.components, e))
+            || inputs.workers.changed);
+    let graph_annotations = dgd.metadata.annotations.clone().unwrap_or_default();
+    let discovery = graph_annotations
+        .get(labels::DYNAMO_DISCOVERY_BACKEND)
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| inputs.settings.discovery.as_str().to_string());
+    let kube_discovery = discovery == crate::Discovery::Kubernetes.as_str();
+    let alpha = preserved_alpha_services(dgd);
+    let existing_restarts = compat::restart_annotations(existing);
+    let has_epp = dgd.spec.epp_component().is_some();
+    let kv = dgd
+        .spec
+        .experimental
+        .as_ref()
+        .and_then(|e| e.kv_transfer_policy.as_ref())
+        .filter(|p| p.label_key.is_some() || p.cluster_topology_name.is_some());
+
+    let mut cliques = Vec::new();
+    let mut groups = Vec::new();
+    let mut explicit_startup = false;
+    for original in &dgd.spec.components {
+        let mut component = original.clone();
+        compat::legacy_worker_type(&mut component, existing);
+        let type_ = component.r#type;
+        let worker = type_.is_some_and(ComponentType::is_worker);
+        let backend = Backend::detect(original, dgd.spec.backend_framework).map_err(|message| {
+            RenderError::Backend {
+                component: original.name.clone(),
+                message,
+            }
+        })?;
+        if worker && hash_labels {
+            let meta = component
+                .pod_template
+                .get_or_insert_with(Default::default)
+                .metadata
+                .get_or_insert_with(Default::default);
+            meta.labels.get_or_insert_with(BTreeMap::new).insert(
+                labels::DYNAMO_WORKER_HASH.into(),
+                inputs.workers.hash.clone(),
+            );
+        }
+        let dynamo_namespace =
+            labels::dynamo_namespace(component.global_dynamo_namespace, &namespace, &dgd_name);
+        let alpha_component = alpha.get(&original.name);
+
+        let mut annotations = clique_annotations(
+            dgd,
+            &component,
+            alpha_component,
+            &graph_annotations,
+            &discovery,
+        );
+        let worker_kv = kv.filter(|_| worker);
+        if let Some(policy) = worker_kv {
+            if let Some(key) = &policy.label_key {
+                annotations.insert(TOPOLOGY_LABEL_KEY_ANNOTATION.into(), key.clone());
+            }
+            if let Some(name) = &policy.cluster_topology_name {
+                annotations.insert(TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION.into(), name.clone());
+            }
+        }
+        let restart_at = inputs
+            .restart
+            .filter(|r| r.components.contains(&original.name))
+            .map(|r| r.value.clone())
+            .or_else(|| existing_restarts.get(&original.name).cloned());
+        if let Some(at) = restart_at {
+            annotations.insert(labels::RESTART_AT.into(), at);
+        }
+        let clique_labels = clique_labels(
+            dgd,
+            &dgd_name,
+            &component,
+            alpha_component,
+            &dynamo_namespace,
+            &annotations,
+            has_epp,
+            kube_discovery,
+        );
+        let worker_hash = worker
+            .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
+            .flatten();
+        let pull_secrets = pull_secrets_for(&component, &annotations, &graph_annotations, inputs);
+        let waiting = inputs.waiting_for_checkpoint.contains(&original.name);
+        let uses_group = component.uses_pcsg();
+        let multinode = component.is_multinode();
+        let roles = names::clique_roles(&component);
+        let component_type = type_.map(ComponentType::as_str).unwrap_or_default();
+        let mut names_in_group = Vec::new();
+        for role in &roles {
+            let spec = pod::pod_spec(&PodInput {
+                dgd_name: &dgd_name,
+                namespace: &namespace,
+                component: &component,
+                component_type,
+                dynamo_namespace: &dynamo_namespace,
+                worker_hash: worker_hash.as_deref(),
+                annotations: &annotations,
+                kube_discovery,
+                role: role.role,
+                backend,
+                graph_env: &dgd.spec.env,
+                kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
+                pull_secrets: &pull_secrets,
+            });
+            let min_available = if multinode {
+                role.replicas
+            } else if uses_group {
+                1
+            } else {
+                component.min_available.unwrap_or(1)
+            };
+            cliques.push(PodCliqueTemplateSpec {
+                name: role.name.clone(),
+                labels: clique_labels.clone(),
+                annotations: annotations.clone(),
+                topology_constraint: if uses_group {
+                    None
+                } else {
+                    component_topology(&component, dgd.spec.topology_constraint.as_ref())
+                },
+                resource_sharing: Vec::new(),
+                spec: PodCliqueSpec {
+                    role_name: role.name.clone(),
+                    pod_spec: spec,
+                    replicas: if waiting { 0 } else { role.replicas },
+                    min_available: Some(min_available),
+                    starts_after: Vec::new(),
+                    auto_scaling_config: None,
+                },
+            });
+            names_in_group.push(role.name.clone());
+        }
+        if backend == Backend::Trtllm && multinode {
+            explicit_startup |= trtllm_leader_after_workers(&mut cliques, &roles);
+        }
+        if uses_group {
+            groups.push(PodCliqueScalingGroupConfig {
+                name: original.name.to_lowercase(),
+                clique_names: names_in_group,
+                annotations: BTreeMap::new(),
+                replicas: if waiting { Some(0) } else { component.replicas },
+                min_available: Some(component.min_available.unwrap_or(1)),
+                scale_config: None,
+                resource_sharing: Vec::new(),
+                topology_constraint: component_topology(
+                    &component,
+                    dgd.spec.topology_constraint.as_ref(),
+                ),
+            });
+        }
+    }
+
+    let mut pcs_labels = dgd.spec.labels.clone();
+    pcs_labels.insert(
+        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(),
+        dgd_name.clone(),
+    );
+    let mut pcs = PodCliqueSet {
+        metadata: ObjectMeta {
+            name: Some(pcs_name),
+            namespace: dgd.metadata.namespace.clone(),
+            labels: Some(pcs_labels),
+            annotations: (!dgd.spec.annotations.is_empty()).then(|| dgd.spec.annotations.clone()),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        spec: PodCliqueSetSpec {
+            replicas: Some(1),
+            update_strategy: update_strategy(&graph_annotations)?,
+            template: PodCliqueSetTemplateSpec {
+                cliques,
+                clique_startup_type: Some(if explicit_startup {
+                    CliqueStartupType::CliqueStartupTypeExplicit
+                } else {
+                    CliqueStartupType::CliqueStartupTypeAnyOrder
+                }),
+                priority_class_name: dgd.spec.priority_class_name.clone(),
+                headless_service_config: Some(HeadlessServiceConfig {
+                    publish_not_ready_addresses: true,
+                }),
+                topology_constraint: graph_topology(dgd.spec.topology_constraint.as_ref()),
+                termination_delay: inputs.settings.termination_delay.clone(),
+                resource_claim_templates: Vec::new(),
+                resource_sharing: Vec::new(),
+                pod_clique_scaling_groups: groups,
+            },
+        },
+        status: None,
+    };
+
+    let waiting_lower: BTreeSet<String> = inputs
+        .waiting_for_checkpoint
+        .iter()
+        .map(|c| c.to_lowercase())
+        .collect();
+    compat::upgrade_topology_constraints(&mut pcs, existing);
+    compat::preserve_order(&mut pcs, existing);
+    compat::preserve_replicas(&mut pcs, existing, &waiting_lower);
+    provider_overrides(&mut pcs, dgd)?;
+    Ok(pcs)
+}
+
+/// Annotation in which v1alpha1 → v1beta1 conversion keeps the v1alpha1 spec it could not
+/// represent (`api::conversion`); its services carry the alpha-only `subComponentType`,
+/// `labels` and `annotations` upstream renders onto cliques.
+pub const PRESERVED_ALPHA_SPEC: &str = "nvidia.com/dgd-v1alpha1-spec";
+
+/// The v1alpha1 services preserved on a converted graph, by name (empty for native v1beta1).
+fn preserved_alpha_services(dgd: &DynamoGraphDeployment) -> BTreeMap<String, AlphaComponent> {
+    dgd.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(PRESERVED_ALPHA_SPEC))
+        .and_then(|text| {
+            serde_json::from_str::<api::v1alpha1::DynamoGraphDeploymentSpec>(text).ok()
+        })
+        .map(|spec| spec.services)
+        .unwrap_or_default()
+}
+
+fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, RenderError> {
+    let uid = dgd
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .ok_or(RenderError::NoUid)?;
+    Ok(OwnerReference {
+        api_version: "nvidia.com/v1beta1".into(),
+        kind: "DynamoGraphDeployment".into(),
+        name: dgd.metadata.name.clone().unwrap_or_default(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
+}
+
+/// Features the grove pathway does not render yet.
+fn unsupported(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
+    if dgd
+        .spec
+        .experimental
+        .as_ref()
+        .is_some_and(|e| !e.component_groups.is_empty())
+    {
+        return Err(RenderError::Unsupported(
+            "spec.experimental.componentGroups".into(),
+        ));
+    }
+    if let Some(c) = dgd.spec.components.iter().find(|c| c.is_inter_pod_gms()) {
+        return Err(RenderError::Unsupported(format!(
+            "component {}: experimental.gpuMemoryService.mode InterPod",
+            c.name
+        )));
+    }
+    Ok(())
+}
+
+fn update_strategy(
+    annotations: &BTreeMap<String, String>,
+) -> Result<Option<PodCliqueSetUpdateStrategy>, RenderError> {
+    let Some(value) = annotations.get(GROVE_UPDATE_STRATEGY) else {
+        return Ok(None);
+    };
+    let type_ = match value.as_str() {
+        "RollingRecreate" => UpdateStrategyType::RollingRecreate,
+        "OnDelete" => UpdateStrategyType::OnDelete,
+        other => {
+            return Err(RenderError::Annotation {
+                key: GROVE_UPDATE_STRATEGY.into(),
+                message: format!(
+                    "unsupported value {other:?}: supported values are \"RollingRecreate\" and \"OnDelete\""
+                ),
+            });
+        }
+    };
+    Ok(Some(PodCliqueSetUpdateStrategy {
+        r#type: Some(type_),
+    }))
+}
+
+/// The PodCliqueSet-level constraint: the ClusterTopology and, when given, `pack.required`.
+fn graph_topology(tc: Option<&SpecTopologyConstraint>) -> Option<TopologyConstraint> {
+    let tc = tc?;
+    grove_constraint(&tc.cluster_topology_name, tc.pack_domain.as_deref()?)
+}
+
+/// A component's constraint. It inherits the topology from a constrained PodCliqueSet; when the
+/// graph has no pack domain of its own, the component names the topology itself.
+fn component_topology(
+    component: &DynamoComponentDeploymentSharedSpec,
+    graph: Option<&SpecTopologyConstraint>,
+) -> Option<TopologyConstraint> {
+    let domain = component.topology_constraint.as_ref()?.pack_domain.as_str();
+    let topology = graph
+        .filter(|g| g.pack_domain.as_deref().is_none_or(str::is_empty))
+        .map(|g| g.cluster_topology_name.as_str())
+        .unwrap_or_default();
+    grove_constraint(topology, domain)
+}
+
+fn grove_constraint(topology: &str, domain: &str) -> Option<TopologyConstraint> {
+    (!domain.is_empty()).then(|| TopologyConstraint {
+        topology_name: (!topology.is_empty()).then(|| topology.to_string()),
+        pack: Some(TopologyPack {
+            required: Some(domain.to_string()),
+            preferred: None,
+        }),
+        pack_domain: None,
+    })
+}
+
+/// Annotations of a component's cliques: the graph's `spec.annotations`, the preserved
+/// v1alpha1 service annotations, then the pod template's (with the propagated graph metadata
+/// annotations and the discovery backend), without the topology source annotations.
+fn clique_annotations(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+    alpha: Option<&AlphaComponent>,
+    graph_annotations: &BTreeMap<String, String>,
+    discovery: &str,
+) -> BTreeMap<String, String> {
+    let mut template = template_annotations(component);
+    for key in PROPAGATED_ANNOTATIONS {
+        if let Some(v) = graph_annotations.get(key) {
+            template.entry(key.to_string()).or_insert_with(|| v.clone());
+        }
+    }
+    template.insert(
+        labels::DYNAMO_DISCOVERY_BACKEND.into(),
+        discovery.to_string(),
+    );
+    let mut annotations = dgd.spec.annotations.clone();
+    if let Some(alpha) = alpha {
+        annotations.extend(alpha.annotations.clone());
+    }
+    annotations.extend(template);
+    for key in [
+        TOPOLOGY_LABEL_KEY_ANNOTATION,
+        TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
+    ] {
+        annotations.remove(key);
+    }
+    annotations
+}
+
+fn template_annotations(
+    component: &DynamoComponentDeploymentSharedSpec,
+) -> BTreeMap<String, String> {
+    component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.annotations.clone())
+        .unwrap_or_default()
+}
+
+fn template_labels(component: &DynamoComponentDeploymentSharedSpec) -> BTreeMap<String, String> {
+    component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+/// Labels of a component's cliques (Grove puts them on the pods): the system labels over the
+/// graph's `spec.labels`, the preserved v1alpha1 service labels and the pod template's.
+#[allow(clippy::too_many_arguments)]
+fn clique_labels(
+    dgd: &DynamoGraphDeployment,
+    dgd_name: &str,
+    component: &DynamoComponentDeploymentSharedSpec,
+    alpha: Option<&AlphaComponent>,
+    dynamo_namespace: &str,
+    annotations: &BTreeMap<String, String>,
+    has_epp: bool,
+    kube_discovery: bool,
+) -> BTreeMap<String, String> {
+    let worker = component.r#type.is_some_and(ComponentType::is_worker);
+    let template = template_labels(component);
+    let sub_type = alpha
+        .and_then(|a| a.sub_component_type.clone())
+        .filter(|s| !s.is_empty());
+    let mut system = BTreeMap::new();
+    system.insert(
+        labels::SELECTOR.to_string(),
+        names::selector(dgd_name, &component.name),
+    );
+    system.insert(
+        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+        dgd_name.to_string(),
+    );
+    system.insert(labels::DYNAMO_COMPONENT.to_string(), component.name.clone());
+    if let Some(t) = component.r#type {
+        system.insert(
+            labels::DYNAMO_COMPONENT_TYPE.to_string(),
+            t.as_str().to_string(),
+        );
+    }
+    if has_epp && worker {
+        system.insert(COMPONENT_CLASS_LABEL.to_string(), "worker".to_string());
+    }
+    if let Some(sub) = &sub_type {
+        system.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.to_string(), sub.clone());
+    }
+    system.insert(
+        labels::DYNAMO_NAMESPACE.to_string(),
+        dynamo_namespace.to_string(),
+    );
+
+    let mut result = system.clone();
+    if let Some(model) = component.model_ref.as_ref().filter(|m| !m.name.is_empty()) {
+        let digest = hex::encode(Sha256::digest(model.name.as_bytes()));
+        result.insert(BASE_MODEL_HASH_LABEL.to_string(), digest[..8].to_string());
+    }
+    if annotations.get(labels::ENABLE_METRICS).map(String::as_str) != Some("false") {
+        result.insert(METRICS_ENABLED_LABEL.to_string(), "true".to_string());
+    }
+    result.extend(dgd.spec.labels.clone());
+    if let Some(alpha) = alpha {
+        result.extend(alpha.labels.clone());
+    }
+    result.extend(template.clone());
+    // System labels win over user labels.
+    result.extend(system);
+    if let Some(hash) = template
+        .get(labels::DYNAMO_WORKER_HASH)
+        .filter(|h| !h.is_empty())
+    {
+        result.insert(labels::DYNAMO_WORKER_HASH.to_string(), hash.clone());
+    }
+    // A sub-component type label the pod template sets (the legacy worker rule) is kept.
+    if let Some(sub) = template.get(labels::DYNAMO_SUB_COMPONENT_TYPE) {
+        result.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.to_string(), sub.clone());
+    }
+    if kube_discovery {
+        result.insert(
+            DISCOVERY_BACKEND_LABEL.to_string(),
+            "kubernetes".to_string(),
+        );
+        result.insert(DISCOVERY_ENABLED_LABEL.to_string(), "true".to_string());
+    }
+    result
+}
+
+/// The image pull secrets for the component's main image, unless the pod template or the graph
+/// turns discovery off with [`pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY`].
+fn pull_secrets_for(
+    component: &DynamoComponentDeploymentSharedSpec,
+    annotations: &BTreeMap<String, String>,
+    graph_annotations: &BTreeMap<String, String>,
+    inputs: &Inputs<'_>,
+) -> Vec<String> {
+    let disabled = [annotations, graph_annotations].iter().any(|a| {
+        a.get(pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY)
+            .map(String::as_str)
+            == Some("true")
+    });
+    if disabled {
+        return Vec::new();
+    }
+    component
+        .main_container()
+        .and_then(|m| m.image.as_deref())
+        .filter(|i| !i.is_empty())
+        .and_then(|image| inputs.pull_secrets.get(&pod::registry_host(image)))
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// TRT-LLM multinode: the leader clique starts after the worker cliques. Returns whether a
+/// dependency was set.
+fn trtllm_leader_after_workers(
+    cliques: &mut [PodCliqueTemplateSpec],
+    roles: &[names::CliqueRole],
+) -> bool {
+    let workers: Vec<String> = roles
+        .iter()
+        .filter(|r| r.role == Role::Worker)
+        .map(|r| r.name.clone())
+        .collect();
+    let Some(leader) = roles.iter().find(|r| r.role == Role::Leader) else {
+        return false;
+    };
+    if workers.is_empty() {
+        return false;
+    }
+    match cliques.iter_mut().find(|c| c.name == leader.name) {
+        Some(clique) => {
+            clique.spec.starts_after = workers;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Replace the `topologyConstraint` of each provider override's target with the fragment's.
+fn provider_overrides(
+    pcs: &mut PodCliqueSet,
+    dgd: &DynamoGraphDeployment,
+) -> Result<(), RenderError> {
+    if let Some(o) = &dgd.spec.provider_override {
+        let tc = fragment(
+            o,
+            &["spec", "template", "topologyConstraint"],
+            "spec.providerOverride",
+        )?;
+        pcs.spec.template.topology_constraint = tc;
+    }
+    for (i, c) in dgd.spec.components.iter().enumerate() {
+        let lower = c.name.to_lowercase();
+        if let Some(o) = &c.provider_override {
+            let path = format!("spec.components[{i}].providerOverride");
+            let tc = fragment(o, &["topologyConstraint"], &path)?;
+            let uses_group = c.uses_pcsg();
+            let target = o.target.as_deref().unwrap_or(if uses_group {
+                "PodCliqueScalingGroupConfig"
+            } else {
+                "PodCliqueTemplateSpec"
+            });
+            let slot = match target {
+                "PodCliqueTemplateSpec" => pcs
+                    .spec
+                    .template
+                    .cliques
+                    .iter_mut()
+                    .find(|cl| cl.name == lower)
+                    .map(|cl| &mut cl.topology_constraint),
+                "PodCliqueScalingGroupConfig" => pcs
+                    .spec
+                    .template
+                    .pod_clique_scaling_groups
+                    .iter_mut()
+                    .find(|g| g.name == lower)
+                    .map(|g| &mut g.topology_constraint),
+                other => {
+                    return Err(RenderError::ProviderOverride {
+                        path,
+                        message: format!("unsupported target {other:?}"),
+                    });
+                }
+            };
+            let slot = slot.ok_or_else(|| RenderError::ProviderOverride {
+                path: path.clone(),
+                message: format!("the rendered PodCliqueSet has no {target} named {lower}"),
+            })?;
+            *slot = tc;
+        }
+        for (r, role) in c.roles.iter().enumerate() {
+            let Some(o) = &role.provider_override else {
+                continue;
+            };
+            let path = format!("spec.components[{i}].roles[{r}].providerOverride");
+            let suffix = match role.name.as_str() {
+                ROLE_LEADER => names::ROLE_SUFFIX_LEADER,
+                ROLE_WORKER => names::ROLE_SUFFIX_WORKER,
+                other => {
+                    return Err(RenderError::ProviderOverride {
+                        path,
+                        message: format!("unsupported component role {other:?}"),
+                    });
+                }
+            };
+            let tc = fragment(o, &["topologyConstraint"], &path)?;
+            let name = format!("{lower}-{suffix}");
+            let clique = pcs
+                .spec
+                .template
+                .cliques
+                .iter_mut()
+                .find(|cl| cl.name == name)
+                .ok_or_else(|| RenderError::ProviderOverride {
+                    path: path.clone(),
+                    message: format!("the rendered PodCliqueSet has no clique named {name}"),
+                })?;
+            clique.topology_constraint = tc;
+        }
+    }
+    Ok(())
+}
+
+fn fragment(
+    o: &ProviderOverride,
+    path: &[&str],
+    at: &str,
+) -> Result<Option<TopologyConstraint>, RenderError> {
+    if !o.api_version.starts_with(api::grove::GROUP) {
+        return Err(RenderError::ProviderOverride {
+            path: at.to_string(),
+            message: format!("apiVersion {:?} is not Grove's", o.api_version),
+        });
+    }
+    let mut value = &o.value;
+    for key in path {
+        value = value
+            .get(key)
+            .ok_or_else(|| RenderError::ProviderOverride {
+                path: at.to_string(),
+                message: format!("value.{} is required", path.join(".")),
+            })?;
+    }
+    if value.is_null() {
+        return Ok(None);
+    }
+    serde_json::from_value::<TopologyConstraint>(value.clone())
+        .map(Some)
+        .map_err(|e| RenderError::ProviderOverride {
+            path: at.to_string(),
+            message: format!("value.{}: {e}", path.join(".")),
+        })
+}
+
+/// Whether the graph carries Grove topology provider overrides (then its topology condition is
+/// reported even without `topologyConstraint`).
+pub fn has_topology_overrides(dgd: &DynamoGraphDeployment) -> bool {
+    let writes = |o: &Option<ProviderOverride>, path: &[&str]| {
+        o.as_ref().is_some_and(|o| {
+            let mut v: &Value = &o.value;
+            for key in path {
+                match v.get(key) {
+                    Some(next) => v = next,
+                    None => return false,
+                }
+            }
+            true
+        })
+    };
+    writes(
+        &dgd.spec.provider_override,
+        &["spec", "template", "topologyConstraint"],
+    ) || dgd.spec.components.iter().any(|c| {
+        writes(&c.provider_override, &["topologyConstraint"])
+            || c.roles
+                .iter()
+                .any(|r| writes(&r.provider_override, &["topologyConstraint"]))
+    })
+}

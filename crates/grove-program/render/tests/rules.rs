@@ -1,0 +1,746 @@
+//! The renderer, table-driven: every compatibility rule with an input that triggers it and one
+//! that does not, and the rendering defaults.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use api::grove::{CliqueStartupType, PodCliqueSet, TopologyConstraint, TopologyPack};
+use api::labels;
+use api::v1beta1::{ComponentType, SpecTopologyConstraint, TopologyConstraint as ComponentTc};
+use common::*;
+use grove_render::{RenderError, RestartStamps};
+
+/// One row: a description, the graph and fixture, the existing object, and what to check.
+struct Case {
+    name: &'static str,
+    triggers: bool,
+    setup: fn(&mut api::DynamoGraphDeployment, &mut Fixture) -> Option<PodCliqueSet>,
+    check: fn(&PodCliqueSet),
+}
+
+fn run(rule: &str, cases: &[Case]) {
+    assert!(
+        cases.iter().any(|c| c.triggers),
+        "{rule}: no triggering case"
+    );
+    assert!(
+        cases.iter().any(|c| !c.triggers),
+        "{rule}: no non-triggering case"
+    );
+    for case in cases {
+        let mut dgd = graph();
+        let mut fixture = Fixture::default();
+        let existing = (case.setup)(&mut dgd, &mut fixture);
+        let before = (dgd.clone(), existing.clone());
+        let pcs = fixture
+            .render(&dgd, existing.as_ref())
+            .unwrap_or_else(|e| panic!("{rule} / {}: {e}", case.name));
+        assert_eq!(
+            before,
+            (dgd.clone(), existing.clone()),
+            "{rule} / {}: inputs changed",
+            case.name
+        );
+        let again = fixture.render(&dgd, existing.as_ref()).unwrap();
+        assert_eq!(pcs, again, "{rule} / {}: not deterministic", case.name);
+        (case.check)(&pcs);
+    }
+}
+
+fn rendered() -> PodCliqueSet {
+    fresh(&graph())
+}
+
+#[test]
+fn legacy_worker_selector() {
+    run(
+        "legacy worker selector",
+        &[
+            Case {
+                name: "existing prefill clique selects as worker: keeps rendering as worker",
+                triggers: true,
+                setup: |_, _| {
+                    let mut existing = rendered();
+                    let c = clique_mut(&mut existing, "prefill");
+                    c.labels
+                        .insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+                    c.labels.remove(labels::DYNAMO_SUB_COMPONENT_TYPE);
+                    Some(existing)
+                },
+                check: |pcs| {
+                    let c = clique(pcs, "prefill");
+                    assert_eq!(c.labels[labels::DYNAMO_COMPONENT_TYPE], "worker");
+                    assert_eq!(c.labels[labels::DYNAMO_SUB_COMPONENT_TYPE], "prefill");
+                    assert_eq!(main_env(c, "DYN_COMPONENT").as_deref(), Some("worker"));
+                },
+            },
+            Case {
+                name: "existing worker selector with the same sub-type also triggers",
+                triggers: true,
+                setup: |_, _| {
+                    let mut existing = rendered();
+                    let c = clique_mut(&mut existing, "decode-ldr");
+                    c.labels
+                        .insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+                    c.labels
+                        .insert(labels::DYNAMO_SUB_COMPONENT_TYPE.into(), "decode".into());
+                    Some(existing)
+                },
+                check: |pcs| {
+                    for name in ["decode-ldr", "decode-wkr"] {
+                        assert_eq!(
+                            clique(pcs, name).labels[labels::DYNAMO_COMPONENT_TYPE],
+                            "worker"
+                        );
+                    }
+                },
+            },
+            Case {
+                name: "existing clique with its own type: no change",
+                triggers: false,
+                setup: |_, _| Some(rendered()),
+                check: |pcs| {
+                    let c = clique(pcs, "prefill");
+                    assert_eq!(c.labels[labels::DYNAMO_COMPONENT_TYPE], "prefill");
+                    assert!(!c.labels.contains_key(labels::DYNAMO_SUB_COMPONENT_TYPE));
+                    assert_eq!(main_env(c, "DYN_COMPONENT").as_deref(), Some("prefill"));
+                },
+            },
+            Case {
+                name: "worker selector with another sub-type: no change",
+                triggers: false,
+                setup: |_, _| {
+                    let mut existing = rendered();
+                    let c = clique_mut(&mut existing, "prefill");
+                    c.labels
+                        .insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+                    c.labels
+                        .insert(labels::DYNAMO_SUB_COMPONENT_TYPE.into(), "decode".into());
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        clique(pcs, "prefill").labels[labels::DYNAMO_COMPONENT_TYPE],
+                        "prefill"
+                    );
+                },
+            },
+            Case {
+                name: "no existing object: no change",
+                triggers: false,
+                setup: |_, _| None,
+                check: |pcs| {
+                    assert_eq!(
+                        clique(pcs, "prefill").labels[labels::DYNAMO_COMPONENT_TYPE],
+                        "prefill"
+                    );
+                },
+            },
+        ],
+    );
+}
+
+#[test]
+fn restart_annotations_are_kept() {
+    run(
+        "restart annotations",
+        &[
+            Case {
+                name: "existing clique stamped, no restart asked: the stamp stays",
+                triggers: true,
+                setup: |_, _| {
+                    let mut existing = rendered();
+                    clique_mut(&mut existing, "frontend")
+                        .annotations
+                        .insert(labels::RESTART_AT.into(), "r1".into());
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        clique(pcs, "frontend").annotations[labels::RESTART_AT],
+                        "r1"
+                    );
+                    assert!(
+                        !clique(pcs, "prefill")
+                            .annotations
+                            .contains_key(labels::RESTART_AT)
+                    );
+                },
+            },
+            Case {
+                name: "a restart stamps the component: the new value wins",
+                triggers: false,
+                setup: |_, f| {
+                    f.restart = Some(RestartStamps {
+                        value: "r2".into(),
+                        components: BTreeSet::from(["Frontend".to_string()]),
+                    });
+                    let mut existing = rendered();
+                    clique_mut(&mut existing, "frontend")
+                        .annotations
+                        .insert(labels::RESTART_AT.into(), "r1".into());
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        clique(pcs, "frontend").annotations[labels::RESTART_AT],
+                        "r2"
+                    );
+                },
+            },
+            Case {
+                name: "nothing stamped: no annotation",
+                triggers: false,
+                setup: |_, _| Some(rendered()),
+                check: |pcs| {
+                    assert!(
+                        pcs.spec
+                            .template
+                            .cliques
+                            .iter()
+                            .all(|c| !c.annotations.contains_key(labels::RESTART_AT))
+                    );
+                },
+            },
+        ],
+    );
+}
+
+fn topology_graph(dgd: &mut api::DynamoGraphDeployment) {
+    dgd.spec.topology_constraint = Some(SpecTopologyConstraint {
+        cluster_topology_name: "ct".into(),
+        pack_domain: Some("zone".into()),
+    });
+    dgd.spec.components[1].topology_constraint = Some(ComponentTc {
+        pack_domain: "rack".into(),
+    });
+}
+
+fn legacy_tc(domain: &str) -> Option<TopologyConstraint> {
+    Some(TopologyConstraint {
+        topology_name: None,
+        pack: None,
+        pack_domain: Some(domain.into()),
+    })
+}
+
+#[test]
+fn topology_constraint_upgrade() {
+    run(
+        "topology constraint upgrade",
+        &[
+            Case {
+                name: "pre-alpha.9 packDomain without topologyName: kept next to the new name",
+                triggers: true,
+                setup: |dgd, _| {
+                    topology_graph(dgd);
+                    let mut existing = rendered();
+                    existing.spec.template.topology_constraint = legacy_tc("zone");
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        pcs.spec.template.topology_constraint,
+                        Some(TopologyConstraint {
+                            topology_name: Some("ct".into()),
+                            pack: None,
+                            pack_domain: Some("zone".into()),
+                        })
+                    );
+                    // The scaling group inherits the name: no explicit name, nothing to repair.
+                    assert_eq!(
+                        group(pcs, "decode")
+                            .topology_constraint
+                            .as_ref()
+                            .unwrap()
+                            .pack,
+                        Some(TopologyPack {
+                            required: Some("rack".into()),
+                            preferred: None
+                        })
+                    );
+                },
+            },
+            Case {
+                name: "already migrated: the modern shape",
+                triggers: false,
+                setup: |dgd, _| {
+                    topology_graph(dgd);
+                    let mut existing = rendered();
+                    existing.spec.template.topology_constraint = Some(TopologyConstraint {
+                        topology_name: Some("ct".into()),
+                        pack: None,
+                        pack_domain: Some("zone".into()),
+                    });
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        pcs.spec.template.topology_constraint,
+                        Some(TopologyConstraint {
+                            topology_name: Some("ct".into()),
+                            pack: Some(TopologyPack {
+                                required: Some("zone".into()),
+                                preferred: None
+                            }),
+                            pack_domain: None,
+                        })
+                    );
+                },
+            },
+            Case {
+                name: "no existing object: the modern shape",
+                triggers: false,
+                setup: |dgd, _| {
+                    topology_graph(dgd);
+                    None
+                },
+                check: |pcs| {
+                    let tc = pcs.spec.template.topology_constraint.as_ref().unwrap();
+                    assert_eq!(tc.pack_domain, None);
+                    assert_eq!(tc.pack.as_ref().unwrap().required.as_deref(), Some("zone"));
+                },
+            },
+        ],
+    );
+}
+
+#[test]
+fn clique_and_scaling_group_order_is_preserved() {
+    run(
+        "order",
+        &[
+            Case {
+                name: "existing order differs from spec order: existing order wins, new last",
+                triggers: true,
+                setup: |dgd, _| {
+                    let mut existing = rendered();
+                    existing.spec.template.cliques.reverse();
+                    existing
+                        .spec
+                        .template
+                        .cliques
+                        .retain(|c| c.name != "decode-wkr");
+                    let mut planner = component("Planner", ComponentType::Planner, &[]);
+                    planner.multinode = None;
+                    dgd.spec.components.push(planner);
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        clique_names(pcs),
+                        ["prefill", "decode-ldr", "frontend", "decode-wkr", "planner"]
+                    );
+                },
+            },
+            Case {
+                name: "no existing object: spec order",
+                triggers: false,
+                setup: |_, _| None,
+                check: |pcs| {
+                    assert_eq!(
+                        clique_names(pcs),
+                        ["frontend", "decode-ldr", "decode-wkr", "prefill"]
+                    );
+                },
+            },
+        ],
+    );
+    // Scaling groups too.
+    let mut dgd = graph();
+    dgd.spec.components[2].multinode = Some(api::common::MultinodeSpec { node_count: 2 });
+    let mut existing = fresh(&dgd);
+    existing.spec.template.pod_clique_scaling_groups.reverse();
+    let pcs = Fixture::default().render(&dgd, Some(&existing)).unwrap();
+    let names: Vec<&str> = pcs
+        .spec
+        .template
+        .pod_clique_scaling_groups
+        .iter()
+        .map(|g| g.name.as_str())
+        .collect();
+    assert_eq!(names, ["prefill", "decode"]);
+    assert_eq!(
+        fresh(&dgd)
+            .spec
+            .template
+            .pod_clique_scaling_groups
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect::<Vec<_>>(),
+        ["decode", "prefill"]
+    );
+}
+
+#[test]
+fn replica_counts_are_preserved() {
+    run(
+        "replicas",
+        &[
+            Case {
+                name: "existing clique and group scaled (adapter, planner, kubectl scale): kept",
+                triggers: true,
+                setup: |dgd, _| {
+                    dgd.spec.components[0].replicas = Some(1);
+                    dgd.spec.components[1].replicas = Some(1);
+                    let mut existing = rendered();
+                    clique_mut(&mut existing, "frontend").spec.replicas = 3;
+                    existing.spec.template.pod_clique_scaling_groups[0].replicas = Some(4);
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(clique(pcs, "frontend").spec.replicas, 3);
+                    assert_eq!(group(pcs, "decode").replicas, Some(4));
+                    // Cliques inside a scaling group keep their per-replica pod counts.
+                    assert_eq!(clique(pcs, "decode-wkr").spec.replicas, 1);
+                },
+            },
+            Case {
+                name: "waiting for a checkpoint: held at zero despite the existing count",
+                triggers: false,
+                setup: |_, f| {
+                    f.waiting = BTreeSet::from(["Frontend".to_string(), "decode".to_string()]);
+                    let mut existing = rendered();
+                    clique_mut(&mut existing, "frontend").spec.replicas = 3;
+                    Some(existing)
+                },
+                check: |pcs| {
+                    assert_eq!(clique(pcs, "frontend").spec.replicas, 0);
+                    assert_eq!(group(pcs, "decode").replicas, Some(0));
+                },
+            },
+            Case {
+                name: "no existing object: the spec's replicas",
+                triggers: false,
+                setup: |dgd, _| {
+                    dgd.spec.components[0].replicas = Some(2);
+                    None
+                },
+                check: |pcs| {
+                    assert_eq!(clique(pcs, "frontend").spec.replicas, 2);
+                    assert_eq!(group(pcs, "decode").replicas, Some(1));
+                },
+            },
+        ],
+    );
+}
+
+#[test]
+fn worker_hash_labels() {
+    run(
+        "worker hash labels",
+        &[
+            Case {
+                name: "no existing object: workers labelled",
+                triggers: true,
+                setup: |_, _| None,
+                check: |pcs| {
+                    let c = clique(pcs, "prefill");
+                    assert_eq!(c.labels[labels::DYNAMO_WORKER_HASH], "abcd1234");
+                    assert_eq!(
+                        main_env(c, "DYN_NAMESPACE_WORKER_SUFFIX").as_deref(),
+                        Some("abcd1234")
+                    );
+                    assert!(
+                        !clique(pcs, "frontend")
+                            .labels
+                            .contains_key(labels::DYNAMO_WORKER_HASH)
+                    );
+                },
+            },
+            Case {
+                name: "existing unlabelled workers, spec changed: labelled from now on",
+                triggers: true,
+                setup: |_, f| {
+                    f.workers.changed = true;
+                    Some(unlabelled())
+                },
+                check: |pcs| {
+                    assert_eq!(
+                        clique(pcs, "prefill").labels[labels::DYNAMO_WORKER_HASH],
+                        "abcd1234"
+                    );
+                },
+            },
+            Case {
+                name: "existing unlabelled workers, unchanged spec: stay unlabelled",
+                triggers: false,
+                setup: |_, _| Some(unlabelled()),
+                check: |pcs| {
+                    let c = clique(pcs, "prefill");
+                    assert!(!c.labels.contains_key(labels::DYNAMO_WORKER_HASH));
+                    assert_eq!(main_env(c, "DYN_NAMESPACE_WORKER_SUFFIX"), None);
+                },
+            },
+        ],
+    );
+}
+
+fn unlabelled() -> PodCliqueSet {
+    let mut existing = rendered();
+    for c in &mut existing.spec.template.cliques {
+        c.labels.remove(labels::DYNAMO_WORKER_HASH);
+    }
+    existing
+}
+
+#[test]
+fn template_defaults_follow_upstream() {
+    let pcs = rendered();
+    assert_eq!(pcs.metadata.name.as_deref(), Some("g"));
+    assert_eq!(pcs.metadata.namespace.as_deref(), Some("ns"));
+    assert_eq!(
+        pcs.metadata.labels.as_ref().unwrap()[labels::DYNAMO_GRAPH_DEPLOYMENT_NAME],
+        "g"
+    );
+    let owner = &pcs.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        ("DynamoGraphDeployment", "uid-g", Some(true))
+    );
+    assert_eq!(pcs.spec.replicas, Some(1));
+    let t = &pcs.spec.template;
+    assert_eq!(
+        t.clique_startup_type,
+        Some(CliqueStartupType::CliqueStartupTypeAnyOrder)
+    );
+    assert!(
+        t.headless_service_config
+            .as_ref()
+            .unwrap()
+            .publish_not_ready_addresses
+    );
+    assert_eq!(t.termination_delay.as_deref(), Some("15m"));
+    assert_eq!(t.topology_constraint, None);
+    assert_eq!(
+        clique_names(&pcs),
+        ["frontend", "decode-ldr", "decode-wkr", "prefill"]
+    );
+    let g = group(&pcs, "decode");
+    assert_eq!(g.clique_names, ["decode-ldr", "decode-wkr"]);
+    assert_eq!((g.replicas, g.min_available), (Some(1), Some(1)));
+    let ldr = clique(&pcs, "decode-ldr");
+    let wkr = clique(&pcs, "decode-wkr");
+    assert_eq!((ldr.spec.replicas, ldr.spec.min_available), (1, Some(1)));
+    assert_eq!((wkr.spec.replicas, wkr.spec.min_available), (1, Some(1)));
+    assert_eq!(ldr.spec.role_name, "decode-ldr");
+    let f = clique(&pcs, "frontend");
+    assert_eq!(f.labels[labels::SELECTOR], "g-frontend");
+    assert_eq!(f.labels[labels::DYNAMO_NAMESPACE], "ns-g");
+    assert_eq!(
+        f.annotations[labels::DYNAMO_DISCOVERY_BACKEND],
+        "kubernetes"
+    );
+    assert_eq!(main_env(f, "GRAPH").as_deref(), Some("1"));
+    assert_eq!(
+        f.spec.pod_spec.service_account_name.as_deref(),
+        Some("g-k8s-service-discovery")
+    );
+    // SGLang multinode: leader rank 0 in args, workers through the shell, without probes.
+    let leader = &ldr.spec.pod_spec.containers[0];
+    assert!(leader.args.as_ref().unwrap().join(" ").ends_with(
+        "--dist-init-addr $(GROVE_PCSG_NAME)-$(GROVE_PCSG_INDEX)-decode-ldr-0.$(GROVE_HEADLESS_SERVICE):29500 --nnodes 2 --node-rank 0"
+    ));
+    assert!(leader.readiness_probe.is_some());
+    let worker = &wkr.spec.pod_spec.containers[0];
+    assert_eq!(
+        worker.command.as_deref(),
+        Some(&["sh".to_string(), "-c".to_string()][..])
+    );
+    assert!(
+        worker.args.as_ref().unwrap()[0]
+            .starts_with("exec python3 -m dynamo.sglang --dist-init-addr")
+    );
+    assert!(
+        worker.args.as_ref().unwrap()[0].ends_with("--node-rank $((GROVE_PCLQ_POD_INDEX + 1))")
+    );
+    assert!(worker.readiness_probe.is_none() && worker.liveness_probe.is_none());
+}
+
+#[test]
+fn checkpoint_gating_holds_replicas_at_zero() {
+    let fixture = Fixture {
+        waiting: BTreeSet::from(["prefill".to_string()]),
+        ..Default::default()
+    };
+    let pcs = fixture.render(&graph(), None).unwrap();
+    assert_eq!(clique(&pcs, "prefill").spec.replicas, 0);
+    assert_eq!(clique(&pcs, "frontend").spec.replicas, 1);
+}
+
+#[test]
+fn update_strategy_annotation() {
+    let mut dgd = graph();
+    dgd.metadata.annotations = Some(BTreeMap::from([(
+        grove_render::GROVE_UPDATE_STRATEGY.to_string(),
+        "OnDelete".to_string(),
+    )]));
+    let pcs = fresh(&dgd);
+    assert_eq!(
+        pcs.spec.update_strategy.unwrap().r#type,
+        Some(api::grove::UpdateStrategyType::OnDelete)
+    );
+    dgd.metadata.annotations = Some(BTreeMap::from([(
+        grove_render::GROVE_UPDATE_STRATEGY.to_string(),
+        "Sometimes".to_string(),
+    )]));
+    assert!(matches!(
+        Fixture::default().render(&dgd, None),
+        Err(RenderError::Annotation { .. })
+    ));
+    assert_eq!(rendered().spec.update_strategy, None);
+}
+
+#[test]
+fn provider_override_replaces_the_topology_constraint() {
+    let mut dgd = graph();
+    dgd.spec.provider_override = Some(api::v1beta1::ProviderOverride {
+        api_version: "grove.io/v1alpha1".into(),
+        target: Some("PodCliqueSet".into()),
+        value: serde_json::json!({"spec": {"template": {"topologyConstraint": {
+            "topologyName": "ct", "pack": {"preferred": "zone"}}}}}),
+    });
+    dgd.spec.components[2].provider_override = Some(api::v1beta1::ProviderOverride {
+        api_version: "grove.io/v1alpha1".into(),
+        target: Some("PodCliqueTemplateSpec".into()),
+        value: serde_json::json!({"topologyConstraint": {"pack": {"required": "rack"}}}),
+    });
+    let pcs = fresh(&dgd);
+    assert_eq!(
+        pcs.spec
+            .template
+            .topology_constraint
+            .as_ref()
+            .unwrap()
+            .pack
+            .as_ref()
+            .unwrap()
+            .preferred
+            .as_deref(),
+        Some("zone")
+    );
+    assert_eq!(
+        clique(&pcs, "prefill")
+            .topology_constraint
+            .as_ref()
+            .unwrap()
+            .pack
+            .as_ref()
+            .unwrap()
+            .required
+            .as_deref(),
+        Some("rack")
+    );
+    assert!(grove_render::has_topology_overrides(&dgd));
+    assert!(!grove_render::has_topology_overrides(&graph()));
+    // A malformed fragment is a render error, not a panic.
+    dgd.spec.components[2]
+        .provider_override
+        .as_mut()
+        .unwrap()
+        .value = serde_json::json!({"topologyConstraint": {"pack": 7}});
+    assert!(matches!(
+        Fixture::default().render(&dgd, None),
+        Err(RenderError::ProviderOverride { .. })
+    ));
+}
+
+#[test]
+fn unsupported_and_unrenderable_inputs_are_errors() {
+    let mut dgd = graph();
+    dgd.metadata.uid = None;
+    assert_eq!(
+        Fixture::default().render(&dgd, None),
+        Err(RenderError::NoUid)
+    );
+    let mut dgd = graph();
+    dgd.spec.backend_framework = Some(api::BackendFramework::Vllm);
+    assert!(matches!(
+        Fixture::default().render(&dgd, None),
+        Err(RenderError::Backend { .. })
+    ));
+    let mut dgd = graph();
+    dgd.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+        kv_transfer_policy: None,
+        component_groups: vec![api::v1beta1::ComponentGroupSpec {
+            name: "g".into(),
+            replicas: 1,
+            scaling_adapter: None,
+            components: vec![],
+        }],
+    });
+    assert!(matches!(
+        Fixture::default().render(&dgd, None),
+        Err(RenderError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn image_pull_secrets_and_kv_transfer_wiring() {
+    let fixture = Fixture {
+        pull_secrets: BTreeMap::from([("nvcr.io".to_string(), vec!["ngc".to_string()])]),
+        domains: vec!["zone".into(), "rack".into()],
+        ..Default::default()
+    };
+    let mut dgd = graph();
+    dgd.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+        kv_transfer_policy: Some(api::v1beta1::KvTransferPolicy {
+            cluster_topology_name: Some("ct".into()),
+            label_key: None,
+            domain: "rack".into(),
+            enforcement: None,
+            preferred_weight: None,
+        }),
+        component_groups: vec![],
+    });
+    let pcs = fixture.render(&dgd, None).unwrap();
+    let prefill = clique(&pcs, "prefill");
+    let spec = &prefill.spec.pod_spec;
+    assert_eq!(spec.image_pull_secrets.as_ref().unwrap()[0].name, "ngc");
+    assert_eq!(
+        main_env(prefill, "DYN_KV_TRANSFER_DOMAIN").as_deref(),
+        Some("rack")
+    );
+    assert_eq!(
+        main_env(prefill, "DYN_KV_TRANSFER_ENFORCEMENT").as_deref(),
+        Some("required")
+    );
+    let volume = spec
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "topology-labels")
+        .unwrap();
+    let items = volume
+        .downward_api
+        .as_ref()
+        .unwrap()
+        .items
+        .as_ref()
+        .unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(
+        items[1].field_ref.as_ref().unwrap().field_path,
+        "metadata.labels['nvidia.com/dynamo-topology.rack']"
+    );
+    assert_eq!(
+        prefill.annotations[grove_render::TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION],
+        "ct"
+    );
+    // Not on the frontend.
+    assert_eq!(
+        main_env(clique(&pcs, "frontend"), "DYN_KV_TRANSFER_DOMAIN"),
+        None
+    );
+    // Discovery can be turned off per graph.
+    dgd.metadata.annotations = Some(BTreeMap::from([(
+        grove_render::pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY.to_string(),
+        "true".to_string(),
+    )]));
+    let pcs = fixture.render(&dgd, None).unwrap();
+    assert_eq!(
+        clique(&pcs, "prefill").spec.pod_spec.image_pull_secrets,
+        None
+    );
+}

@@ -1,0 +1,85 @@
+//! The `Ready` policy of the grove pathway: one pure function, installed once per reconcile by
+//! the program. Reasons and messages are upstream's (users alert on them).
+//!
+//! | observed | state | Ready | reason | message |
+//! | --- | --- | --- | --- | --- |
+//! | a `WaitForCheckpoint` component's checkpoint is not ready | `pending` | False | `waiting_for_checkpoint` | `Waiting for checkpoints: <component> (<checkpoint>), ...` |
+//! | every component's PodClique / PodCliqueScalingGroup ready | `successful` | True | `all_resources_are_ready` | `All resources are ready` |
+//! | otherwise | `pending` | False | the readiness classification (`insufficient_capacity`, `updating`, `pods_not_ready`, `some_resources_are_not_ready`, `mixed_not_ready_reasons`) | `Resources not ready: <pcs>: <component>: <why>; ...` |
+//!
+//! Grove has no managed rolling updates, so `rolling_update_in_progress` never applies here.
+
+use api::DgdState;
+use api::v1beta1::CheckpointStartupPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kit::conditions::{self, READY, Status};
+use reconcilers::checkpoints::CheckpointInfos;
+
+use crate::readiness::{REASON_ALL_READY, Readiness};
+
+/// Ready message when every component is ready.
+pub const MESSAGE_ALL_READY: &str = "All resources are ready";
+/// Ready reason while a `WaitForCheckpoint` component waits for its checkpoint.
+pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
+
+/// The components (with their checkpoint) whose startup waits for a checkpoint that is not
+/// ready yet, sorted.
+pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
+    let mut waiting: Vec<String> = infos
+        .iter()
+        .filter(|(_, i)| {
+            i.enabled && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !i.ready
+        })
+        .map(|(name, i)| match &i.checkpoint_name {
+            Some(ckpt) => format!("{name} ({ckpt})"),
+            None => name.clone(),
+        })
+        .collect();
+    waiting.sort();
+    waiting
+}
+
+/// The graph state and `Ready` condition at `generation`, given the components waiting for a
+/// checkpoint ([`waiting_for_checkpoints`]), the PodCliqueSet's name and the readiness of the
+/// components.
+pub fn ready_condition(
+    generation: i64,
+    waiting: &[String],
+    pcs_name: &str,
+    readiness: &Readiness,
+) -> (DgdState, Condition) {
+    if !waiting.is_empty() {
+        return (
+            DgdState::Pending,
+            conditions::new(
+                READY,
+                Status::False,
+                REASON_WAITING_FOR_CHECKPOINT,
+                format!("Waiting for checkpoints: {}", waiting.join(", ")),
+                generation,
+            ),
+        );
+    }
+    if readiness.ready {
+        return (
+            DgdState::Successful,
+            conditions::new(
+                READY,
+                Status::True,
+                REASON_ALL_READY,
+                MESSAGE_ALL_READY,
+                generation,
+            ),
+        );
+    }
+    (
+        DgdState::Pending,
+        conditions::new(
+            READY,
+            Status::False,
+            readiness.classification,
+            format!("Resources not ready: {pcs_name}: {}", readiness.message),
+            generation,
+        ),
+    )
+}

@@ -1,0 +1,1 @@
+//! Fixtures of the unit tests.

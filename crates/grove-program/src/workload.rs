@@ -1,0 +1,439 @@
+//! The PodCliqueSet workload reconciler: [`resolve`](crate::resolve) → [`grove_render::render`]
+//! → server-side apply → scale → observe readiness.
+//!
+//! - **Apply.** The rendered PodCliqueSet is stamped with [`LAST_APPLIED_HASH`] (a digest of the
+//!   body) and applied by server-side apply under [`FIELD_MANAGER`], forced, with a controller
+//!   owner reference to the graph (garbage collection removes it with the graph). No request is
+//!   sent when the live object carries the same digest and every field the body sets (drift of
+//!   an owned field breaks that and is restored). A PodCliqueSet of that name controlled by
+//!   another object is never taken over. Events `PodCliqueSetCreated` / `PodCliqueSetUpdated`
+//!   follow only a write that changed the object.
+//! - **Scale.** After creation, replicas change through the `scale` subresource of the
+//!   PodClique (single-node) or PodCliqueScalingGroup (scaling-group component) Grove created,
+//!   never through the PodCliqueSet template (rendering keeps the template's counts). A
+//!   component is scaled when it sets `replicas` (or waits for its checkpoint: then 0) and its
+//!   child's `spec.replicas` differs; skipped, as upstream, in the pass that wrote the
+//!   PodCliqueSet (Grove has not synced its children yet). A child that does not exist yet is
+//!   waited for, not an error: its readiness says `resource not found`, and the step asks to
+//!   be requeued after [`WAIT_FOR_CHILDREN`]. Event `Scaled` per scale write that changed.
+//! - **Observe.** Each component's child is read and evaluated ([`crate::readiness`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use grove_render::names::{component_resource_name, pcs_name};
+use grove_render::{Inputs, RenderError, RestartStamps, Settings, Workers};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kit::{Outcome, Reader, ReaderExt, Writer, WriterExt};
+use kube::ResourceExt;
+use reconcilers::checkpoints::CheckpointInfos;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::readiness::{self, Child, ComponentReadiness, Readiness};
+use crate::resolve::{self, Resolver};
+
+/// Field manager of the PodCliqueSet.
+pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
+/// Annotation: digest of the PodCliqueSet body last applied.
+pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
+/// Failure reason of the workload step (upstream's default failure reason).
+pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
+/// Event: the PodCliqueSet was created.
+pub const EVENT_PCS_CREATED: &str = "PodCliqueSetCreated";
+/// Event: the PodCliqueSet was changed.
+pub const EVENT_PCS_UPDATED: &str = "PodCliqueSetUpdated";
+/// Event: a PodClique or PodCliqueScalingGroup was scaled.
+pub const EVENT_SCALED: &str = "Scaled";
+/// How long to wait for Grove to create a child that needs scaling.
+pub const WAIT_FOR_CHILDREN: Duration = Duration::from_secs(10);
+
+/// Why the workload step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Resolution failed.
+    #[error(transparent)]
+    Resolve(#[from] resolve::Error),
+    /// The graph cannot be rendered.
+    #[error("render the PodCliqueSet: {0}")]
+    Render(#[from] RenderError),
+    /// The PodCliqueSet is controlled by another object.
+    #[error("PodCliqueSet {name} {owner}; refusing to modify it")]
+    OwnershipConflict {
+        /// Its name.
+        name: String,
+        /// Who controls it, as a phrase.
+        owner: String,
+    },
+    /// Applying the PodCliqueSet failed.
+    #[error("apply PodCliqueSet {name}: {source}")]
+    Apply {
+        /// Its name.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// Reading a Grove child failed.
+    #[error("get {kind} {name}: {source}")]
+    Read {
+        /// Its kind.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The read error.
+        #[source]
+        source: kit::Error,
+    },
+    /// Scaling a Grove child failed.
+    #[error("scale {kind} {name} to {replicas}: {source}")]
+    Scale {
+        /// Its kind.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The replicas asked for.
+        replicas: i32,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+}
+
+impl Error {
+    /// Only a change of the graph can fix it (an input rendering cannot use).
+    pub fn awaits_change(&self) -> bool {
+        match self {
+            Error::Render(_) => true,
+            Error::Resolve(e) => e.awaits_change(),
+            Error::Apply { source, .. } => source.is_invalid(),
+            _ => false,
+        }
+    }
+}
+
+/// What the workload step observed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The PodCliqueSet's name.
+    pub pcs_name: String,
+    /// Readiness of the components.
+    pub readiness: Readiness,
+}
+
+/// The PodCliqueSet workload reconciler.
+pub struct PodCliqueSetWorkload {
+    resolver: Resolver,
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+    settings: Settings,
+}
+
+/// A component's Grove child: its kind and name.
+struct Target<'a> {
+    component: &'a api::DynamoComponentDeploymentSharedSpec,
+    name: String,
+    group: bool,
+}
+
+impl PodCliqueSetWorkload {
+    /// A workload reconciler reading with `reader`, writing with `writer`, rendering with
+    /// `settings`.
+    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, settings: Settings) -> Self {
+        PodCliqueSetWorkload {
+            resolver: Resolver::new(reader.clone()),
+            reader,
+            writer,
+            settings,
+        }
+    }
+
+    /// Converge the PodCliqueSet of `dgd` and observe its readiness; mutation events go to
+    /// `out`.
+    pub async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        workers: &Workers,
+        restart: Option<&RestartStamps>,
+        checkpoints: &CheckpointInfos,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<Report, Error> {
+        let name = pcs_name(&dgd.name_any(), &dgd.spec.components);
+        let resolved = self.resolver.resolve(dgd, &name, checkpoints).await?;
+        let mut desired = grove_render::render(&Inputs {
+            dgd,
+            existing: resolved.existing.as_ref(),
+            workers,
+            restart,
+            waiting_for_checkpoint: &resolved.waiting_for_checkpoint,
+            topology_domains: &resolved.topology_domains,
+            pull_secrets: &resolved.pull_secrets,
+            settings: &self.settings,
+        })?;
+        stamp(&mut desired);
+        let (pcs, written) = self.ensure(dgd, &desired, resolved.existing, out).await?;
+
+        let targets: Vec<Target<'_>> = dgd
+            .spec
+            .components
+            .iter()
+            .map(|c| Target {
+                component: c,
+                name: component_resource_name(&name, &c.name),
+                group: c.uses_pcsg(),
+            })
+            .collect();
+        let mut children = BTreeMap::new();
+        for target in &targets {
+            let child = self.child(dgd, target).await?;
+            children.insert(target.component.name.clone(), child);
+        }
+        if !written {
+            self.scale(
+                dgd,
+                &targets,
+                &children,
+                &resolved.waiting_for_checkpoint,
+                out,
+            )
+            .await?;
+        }
+        let evaluated: BTreeMap<String, ComponentReadiness> = targets
+            .iter()
+            .filter_map(|t| {
+                let child = children.get(&t.component.name)?;
+                Some((t.component.name.clone(), readiness::child(&t.name, child)))
+            })
+            .collect();
+        Ok(Report {
+            readiness: readiness::evaluate(dgd, Some(&pcs), &evaluated),
+            pcs_name: name,
+        })
+    }
+
+    /// Apply `desired` unless `observed` already holds it; returns the object as it now is and
+    /// whether this pass wrote it.
+    async fn ensure(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        desired: &PodCliqueSet,
+        observed: Option<PodCliqueSet>,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(PodCliqueSet, bool), Error> {
+        let name = desired.name_any();
+        if let Some(observed) = &observed {
+            if !controlled_by(&observed.metadata, dgd) {
+                let owner = observed
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true))
+                    .map(|o| format!("is controlled by {} {}", o.kind, o.name))
+                    .unwrap_or_else(|| "has no controller owner".to_string());
+                return Err(Error::OwnershipConflict { name, owner });
+            }
+            if matches(observed, desired) {
+                return Ok((observed.clone(), false));
+            }
+        }
+        let applied = self
+            .writer
+            .apply(desired, Some(FIELD_MANAGER))
+            .await
+            .map_err(|source| Error::Apply {
+                name: name.clone(),
+                source,
+            })?;
+        let key = kit::object::key(desired.namespace().as_deref(), &name);
+        if applied.changed {
+            if observed.is_some() {
+                tracing::info!(pcs = %key, "updated PodCliqueSet");
+                out.normal(EVENT_PCS_UPDATED, format!("Updated PodCliqueSet {key}"));
+            } else {
+                tracing::info!(pcs = %key, "created PodCliqueSet");
+                out.normal(EVENT_PCS_CREATED, format!("Created PodCliqueSet {key}"));
+            }
+        }
+        Ok((applied.object, applied.changed))
+    }
+
+    async fn child(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        target: &Target<'_>,
+    ) -> Result<Child, Error> {
+        let ns = dgd.namespace();
+        if target.group {
+            let g: Option<PodCliqueScalingGroup> = self
+                .reader
+                .get(ns.as_deref(), &target.name)
+                .await
+                .map_err(|source| Error::Read {
+                    kind: "PodCliqueScalingGroup",
+                    name: target.name.clone(),
+                    source,
+                })?;
+            Ok(Child::Group(g.map(Box::new)))
+        } else {
+            let c: Option<PodClique> =
+                self.reader
+                    .get(ns.as_deref(), &target.name)
+                    .await
+                    .map_err(|source| Error::Read {
+                        kind: "PodClique",
+                        name: target.name.clone(),
+                        source,
+                    })?;
+            Ok(Child::Clique(c.map(Box::new)))
+        }
+    }
+
+    async fn scale(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        targets: &[Target<'_>],
+        children: &BTreeMap<String, Child>,
+        waiting: &std::collections::BTreeSet<String>,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let ns = dgd.namespace();
+        let mut missing = Vec::new();
+        for target in targets {
+            let component = target.component;
+            let gated = waiting.contains(&component.name);
+            if component.replicas.is_none() && !gated {
+                continue;
+            }
+            let desired = if gated {
+                0
+            } else {
+                component.replicas.unwrap_or(1)
+            };
+            let current = match children.get(&component.name) {
+                Some(Child::Clique(Some(c))) => Some(c.spec.clique.replicas),
+                Some(Child::Group(Some(g))) => Some(g.spec.replicas.unwrap_or(1)),
+                _ => None,
+            };
+            let Some(current) = current else {
+                missing.push(target.name.clone());
+                continue;
+            };
+            if current == desired {
+                continue;
+            }
+            let kind = if target.group {
+                "PodCliqueScalingGroup"
+            } else {
+                "PodClique"
+            };
+            let result = if target.group {
+                self.writer
+                    .scale::<PodCliqueScalingGroup>(ns.as_deref(), &target.name, desired)
+                    .await
+            } else {
+                self.writer
+                    .scale::<PodClique>(ns.as_deref(), &target.name, desired)
+                    .await
+            };
+            match result {
+                Ok(applied) if applied.changed => {
+                    let key = kit::object::key(ns.as_deref(), &target.name);
+                    tracing::info!(child = %key, kind, from = current, to = desired, "scaled Grove child");
+                    out.normal(
+                        EVENT_SCALED,
+                        format!("Scaled {kind} {key} from {current} to {desired} replicas"),
+                    );
+                }
+                Ok(_) => {}
+                // Deleted since it was read: Grove recreates it; wait for it.
+                Err(e) if e.is_not_found() => missing.push(target.name.clone()),
+                Err(source) => {
+                    return Err(Error::Scale {
+                        kind,
+                        name: target.name.clone(),
+                        replicas: desired,
+                        source,
+                    });
+                }
+            }
+        }
+        if !missing.is_empty() {
+            tracing::debug!(dgd = %kit::object::key_of(dgd), ?missing, "waiting for Grove to create children before scaling them");
+            out.requeue_after(WAIT_FOR_CHILDREN);
+        }
+        Ok(())
+    }
+}
+
+fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
+    let uid = dgd.metadata.uid.as_deref();
+    meta.owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
+}
+
+/// Stamp `pcs` with the digest of its body ([`LAST_APPLIED_HASH`]).
+pub fn stamp(pcs: &mut PodCliqueSet) {
+    if let Some(a) = pcs.metadata.annotations.as_mut() {
+        a.remove(LAST_APPLIED_HASH);
+    }
+    let body = serde_json::to_vec(pcs).unwrap_or_default();
+    let digest = hex::encode(Sha256::digest(&body));
+    pcs.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(LAST_APPLIED_HASH.into(), digest[..16].to_string());
+}
+
+/// Whether the live object carries the desired digest and every field the desired one sets.
+fn matches(observed: &PodCliqueSet, desired: &PodCliqueSet) -> bool {
+    let digest = |p: &PodCliqueSet| p.annotations().get(LAST_APPLIED_HASH).cloned();
+    if digest(observed) != digest(desired) {
+        return false;
+    }
+    match (
+        serde_json::to_value(observed),
+        serde_json::to_value(desired),
+    ) {
+        (Ok(mut o), Ok(mut d)) => {
+            for v in [&mut o, &mut d] {
+                if let Some(obj) = v.as_object_mut() {
+                    obj.remove("status");
+                }
+            }
+            contains(&o, &d)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `observed` holds every field `desired` sets, with the same value (objects field by
+/// field, lists element by element with equal length, owner references as a set, numbers by
+/// value).
+pub fn contains(observed: &Value, desired: &Value) -> bool {
+    match (observed, desired) {
+        (_, Value::Null) => true,
+        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| match o.get(k) {
+            Some(Value::Array(ov)) if k == "ownerReferences" => match dv {
+                Value::Array(dv) => dv.iter().all(|x| ov.iter().any(|y| contains(y, x))),
+                _ => false,
+            },
+            Some(ov) => contains(ov, dv),
+            None => {
+                dv.is_null()
+                    || dv.as_array().is_some_and(Vec::is_empty)
+                    || dv.as_object().is_some_and(serde_json::Map::is_empty)
+            }
+        }),
+        (Value::Array(o), Value::Array(d)) => {
+            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
+        }
+        (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
+        (o, d) => o == d,
+    }
+}
