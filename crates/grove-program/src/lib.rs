@@ -30,6 +30,8 @@ pub mod topology;
 pub mod workload;
 
 #[cfg(test)]
+mod tests;
+#[cfg(test)]
 mod testutil;
 
 use std::sync::Arc;

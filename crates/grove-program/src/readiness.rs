@@ -419,3 +419,209 @@ impl RuntimeNamespaces {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::grove::{
+        PodCliqueResourceSpec, PodCliqueScalingGroupSpec, PodCliqueScalingGroupStatus,
+        PodCliqueStatus,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kit::conditions::Status;
+
+    fn pclq(desired: i32, st: PodCliqueStatus) -> PodClique {
+        let mut c = PodClique {
+            metadata: ObjectMeta {
+                generation: Some(2),
+                ..Default::default()
+            },
+            spec: PodCliqueResourceSpec::default(),
+            status: Some(PodCliqueStatus {
+                observed_generation: st.observed_generation.or(Some(2)),
+                ..st
+            }),
+        };
+        c.spec.clique.replicas = desired;
+        c
+    }
+
+    fn st(replicas: i32, updated: i32, ready: i32, scheduled: i32) -> PodCliqueStatus {
+        PodCliqueStatus {
+            replicas: Some(replicas),
+            updated_replicas: updated,
+            ready_replicas: ready,
+            scheduled_replicas: scheduled,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn clique_classification_follows_upstream_in_order() {
+        let scheduled_false = PodCliqueStatus {
+            conditions: vec![conditions::new(
+                CONDITION_POD_CLIQUE_SCHEDULED,
+                Status::False,
+                REASON_INSUFFICIENT_SCHEDULED_PODS,
+                "0/3 nodes",
+                2,
+            )],
+            ..st(2, 2, 0, 0)
+        };
+        let cases: Vec<(&str, Option<PodClique>, bool, &str, &str)> = vec![
+            (
+                "missing",
+                None,
+                false,
+                REASON_SOME_NOT_READY,
+                "resource not found",
+            ),
+            (
+                "stale",
+                Some(pclq(
+                    2,
+                    PodCliqueStatus {
+                        observed_generation: Some(1),
+                        ..st(2, 2, 2, 2)
+                    },
+                )),
+                false,
+                REASON_SOME_NOT_READY,
+                "spec not yet processed: generation=2, observedGeneration=1",
+            ),
+            ("zero desired", Some(pclq(0, st(0, 0, 0, 0))), true, "", ""),
+            ("all ready", Some(pclq(2, st(2, 2, 2, 0))), true, "", ""),
+            (
+                "gated",
+                Some(pclq(
+                    2,
+                    PodCliqueStatus {
+                        schedule_gated_replicas: 1,
+                        ..st(2, 2, 1, 1)
+                    },
+                )),
+                false,
+                REASON_INSUFFICIENT_CAPACITY,
+                "schedule-gated replicas: 1",
+            ),
+            (
+                "unschedulable",
+                Some(pclq(2, scheduled_false)),
+                false,
+                REASON_INSUFFICIENT_CAPACITY,
+                "scheduling condition InsufficientScheduledPods: 0/3 nodes",
+            ),
+            (
+                "partially scheduled",
+                Some(pclq(3, st(3, 3, 1, 1))),
+                false,
+                REASON_INSUFFICIENT_CAPACITY,
+                "insufficient scheduled replicas: scheduled=1/3",
+            ),
+            (
+                "rolling",
+                Some(pclq(2, st(2, 1, 2, 2))),
+                false,
+                REASON_UPDATING,
+                "desired=2, updated=1",
+            ),
+            (
+                "surge",
+                Some(pclq(2, st(3, 2, 2, 2))),
+                false,
+                REASON_UPDATING,
+                "performing rolling update: desired=2, replicas=3",
+            ),
+            (
+                "not ready",
+                Some(pclq(2, st(2, 2, 1, 2))),
+                false,
+                REASON_PODS_NOT_READY,
+                "scheduled but ready=1/2",
+            ),
+        ];
+        for (name, c, is_ready, classification, reason) in cases {
+            let r = clique("x", c.as_ref());
+            assert_eq!(
+                (r.ready, r.classification, r.reason.as_str()),
+                (is_ready, classification, reason),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn groups_use_available_replicas() {
+        let g = |available: i32| PodCliqueScalingGroup {
+            metadata: ObjectMeta {
+                generation: Some(1),
+                ..Default::default()
+            },
+            spec: PodCliqueScalingGroupSpec {
+                replicas: Some(2),
+                ..Default::default()
+            },
+            status: Some(PodCliqueScalingGroupStatus {
+                observed_generation: Some(1),
+                replicas: Some(2),
+                updated_replicas: 2,
+                scheduled_replicas: 2,
+                available_replicas: available,
+                ..Default::default()
+            }),
+        };
+        assert!(group("x", Some(&g(2))).ready);
+        let r = group("x", Some(&g(1)));
+        assert_eq!(
+            (r.classification, r.reason.as_str()),
+            (REASON_PODS_NOT_READY, "scheduled but available=1/2")
+        );
+        assert_eq!(
+            r.status.component_kind,
+            ComponentKind::PodCliqueScalingGroup
+        );
+        assert_eq!(r.status.available_replicas, Some(1));
+    }
+
+    #[test]
+    fn the_graph_classification_is_common_or_mixed() {
+        let mut dgd = DynamoGraphDeployment::new("g", Default::default());
+        dgd.metadata.namespace = Some("ns".into());
+        for n in ["a", "b", "c"] {
+            dgd.spec
+                .components
+                .push(api::DynamoComponentDeploymentSharedSpec {
+                    name: n.into(),
+                    ..Default::default()
+                });
+        }
+        let updating = clique("x", Some(&pclq(2, st(2, 1, 2, 2))));
+        let missing = clique("y", None);
+        let ok = clique("z", Some(&pclq(1, st(1, 1, 1, 1))));
+        let same = BTreeMap::from([
+            ("a".to_string(), updating.clone()),
+            ("b".to_string(), updating.clone()),
+            ("c".to_string(), ok.clone()),
+        ]);
+        let r = evaluate(&dgd, None, &same);
+        assert_eq!((r.ready, r.classification), (false, REASON_UPDATING));
+        assert_eq!(
+            r.message,
+            "a: desired=2, updated=1; b: desired=2, updated=1"
+        );
+        let mixed = BTreeMap::from([
+            ("a".to_string(), updating),
+            ("b".to_string(), missing),
+            ("c".to_string(), ok.clone()),
+        ]);
+        assert_eq!(evaluate(&dgd, None, &mixed).classification, REASON_MIXED);
+        let all = BTreeMap::from([
+            ("a".to_string(), ok.clone()),
+            ("b".to_string(), ok.clone()),
+            ("c".to_string(), ok),
+        ]);
+        let r = evaluate(&dgd, None, &all);
+        assert_eq!((r.ready, r.classification), (true, REASON_ALL_READY));
+        assert_eq!(r.components["a"].runtime_namespace.as_deref(), Some("ns-g"));
+    }
+}
