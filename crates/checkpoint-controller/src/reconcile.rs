@@ -744,6 +744,7 @@ fn report(
                 conditions::remove(&mut s.conditions, JOB_COMPLETED);
                 s.created_at = None;
             }
+            s.message = None;
             let message = format!("waiting for checkpoint job {job} to be deleted");
             set_condition(
                 s,
@@ -779,6 +780,7 @@ fn report(
                 "{} is not controlled by this checkpoint",
                 done.blocking.as_deref().unwrap_or("an object")
             );
+            s.message = Some(message.clone());
             if set_condition(
                 s,
                 READY,

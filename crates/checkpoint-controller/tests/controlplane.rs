@@ -16,13 +16,17 @@ use checkpoint_controller::{CheckpointReconciler, FIELD_MANAGER, REBUILD_ANNOTAT
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kit::cache::Cache;
 use kit::client::{KubeStatusWriter, KubeWriter};
 use kit::events::Reporter;
+use kit::object::to_dynamic;
 use kit::run::Runner;
+use kit::{Reader, Selector};
+use kube::api::{ApiResource, DynamicObject};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::SelectorExt;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::wait::{Condition, await_condition, conditions};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
@@ -46,51 +50,130 @@ fn conformance_checkpoint() -> DynamoCheckpoint {
     serde_yaml::from_str(&text).unwrap()
 }
 
-/// Run the controller for namespace `ns` until the returned sender is dropped.
+/// Reads served from the reflector stores whose streams also trigger the controller, so a
+/// reconcile always sees at least the change that triggered it.
+///
+/// Not `kit::cache::Cache`: its shared streams (kube-runtime's shared reflector) broadcast applied
+/// objects only, never deletions, and the deletion of an artifact record must trigger work; a
+/// separate trigger watch next to the cache races with it (the trigger can arrive before the cache
+/// has the change, and the reconcile then sees the old state and nothing triggers again).
+struct Stores {
+    jobs: Store<Job>,
+    configmaps: Store<ConfigMap>,
+}
+
+fn get_from<K>(
+    store: &Store<K>,
+    namespace: Option<&str>,
+    name: &str,
+) -> kit::Result<Option<DynamicObject>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::Serialize + 'static,
+{
+    let key = ObjectRef::<K>::new(name).within(namespace.unwrap_or_default());
+    store.get(&key).map(|o| to_dynamic(o.as_ref())).transpose()
+}
+
+fn list_from<K>(
+    store: &Store<K>,
+    namespace: Option<&str>,
+    selector: &Selector,
+) -> kit::Result<Vec<DynamicObject>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::Serialize + 'static,
+{
+    store
+        .state()
+        .iter()
+        .filter(|o| namespace.is_none_or(|ns| o.namespace().as_deref() == Some(ns)))
+        .filter(|o| selector.matches(o.labels()))
+        .map(|o| to_dynamic(o.as_ref()))
+        .collect()
+}
+
+#[async_trait::async_trait]
+impl Reader for Stores {
+    async fn get_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> kit::Result<Option<DynamicObject>> {
+        match resource.kind.as_str() {
+            "Job" => get_from(&self.jobs, namespace, name),
+            "ConfigMap" => get_from(&self.configmaps, namespace, name),
+            kind => Err(kit::Error::Unsupported(format!("{kind} is not watched"))),
+        }
+    }
+
+    async fn list_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> kit::Result<Vec<DynamicObject>> {
+        match resource.kind.as_str() {
+            "Job" => list_from(&self.jobs, namespace, selector),
+            "ConfigMap" => list_from(&self.configmaps, namespace, selector),
+            kind => Err(kit::Error::Unsupported(format!("{kind} is not watched"))),
+        }
+    }
+}
+
+/// Run the controller for namespace `ns` until the returned sender is dropped: the watches of
+/// `WATCHES` (the children label-selected), one queue, the kit run loop.
 fn start(client: Client, ns: &str) -> oneshot::Sender<()> {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
     let (stop, stopped) = oneshot::channel::<()>();
-    let cache = Cache::new(client.clone());
     let selected = || watcher::Config::default().labels(CHECKPOINT_NAME_LABEL);
-    let checkpoints = cache
-        .watch(
+    let (checkpoints, checkpoints_writer) = reflector::store::<DynamoCheckpoint>();
+    let (jobs, jobs_writer) = reflector::store::<Job>();
+    let (configmaps, configmaps_writer) = reflector::store::<ConfigMap>();
+    let stream = |api, config, writer| {
+        reflector(writer, watcher(api, config))
+            .default_backoff()
+            .touched_objects()
+    };
+    let controller = Controller::for_stream(
+        stream(
             Api::<DynamoCheckpoint>::namespaced(client.clone(), ns),
             watcher::Config::default(),
+            checkpoints_writer,
+        ),
+        checkpoints,
+    )
+    .owns_stream(
+        reflector(
+            jobs_writer,
+            watcher(Api::<Job>::namespaced(client.clone(), ns), selected()),
         )
-        .unwrap();
-    cache
-        .watch(Api::<Job>::namespaced(client.clone(), ns), selected())
-        .unwrap();
-    cache
-        .watch(Api::<ConfigMap>::namespaced(client.clone(), ns), selected())
-        .unwrap();
-    // Child triggers come from watches of their own, not from the cache's shared streams:
-    // kube-runtime's shared reflector broadcasts applied objects only, never deletions, and the
-    // deletion of an artifact record (or of a Job) must trigger work. Reads still go to the cache.
-    let controller =
-        Controller::for_shared_stream(cache.subscribe::<DynamoCheckpoint>().unwrap(), checkpoints)
-            .owns(Api::<Job>::namespaced(client.clone(), ns), selected())
-            .watches(
-                Api::<ConfigMap>::namespaced(client.clone(), ns),
-                selected(),
-                |cm| {
-                    cm.labels().get(CHECKPOINT_NAME_LABEL).map(|name| {
-                        ObjectRef::new(name).within(&cm.namespace().unwrap_or_default())
-                    })
-                },
-            )
-            .graceful_shutdown_on(async move {
-                let _ = stopped.await;
-            });
+        .default_backoff()
+        .touched_objects(),
+    )
+    .watches_stream(
+        reflector(
+            configmaps_writer,
+            watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), selected()),
+        )
+        .default_backoff()
+        .touched_objects(),
+        |cm| {
+            cm.labels()
+                .get(CHECKPOINT_NAME_LABEL)
+                .map(|name| ObjectRef::new(name).within(&cm.namespace().unwrap_or_default()))
+        },
+    )
+    .graceful_shutdown_on(async move {
+        let _ = stopped.await;
+    });
     let reconciler = Arc::new(CheckpointReconciler::new(
-        Arc::new(cache.clone()),
-        Arc::new(KubeWriter::new(client.clone(), FIELD_MANAGER).with_cache(cache.clone())),
+        Arc::new(Stores { jobs, configmaps }),
+        Arc::new(KubeWriter::new(client.clone(), FIELD_MANAGER)),
     ));
-    let status =
-        Arc::new(KubeStatusWriter::new(client.clone(), FIELD_MANAGER).with_cache(cache.clone()));
+    let status = Arc::new(KubeStatusWriter::new(client.clone(), FIELD_MANAGER));
     let recorder = Recorder::new(
         client,
         Reporter {
@@ -99,18 +182,12 @@ fn start(client: Client, ns: &str) -> oneshot::Sender<()> {
         },
     );
     let runner = Runner::new(controller, status, Arc::new(recorder));
-    let watches = cache.run();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = watches => {}
-            _ = runner.run(
-                |ckpt: Arc<DynamoCheckpoint>, r: Arc<CheckpointReconciler>| async move {
-                    r.reconcile(&ckpt).await
-                },
-                reconciler,
-            ) => {}
-        }
-    });
+    tokio::spawn(runner.run(
+        |ckpt: Arc<DynamoCheckpoint>, r: Arc<CheckpointReconciler>| async move {
+            r.reconcile(&ckpt).await
+        },
+        reconciler,
+    ));
     stop
 }
 
@@ -119,10 +196,83 @@ async fn until<K>(api: &Api<K>, name: &str, what: &str, condition: impl Conditio
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
 {
-    tokio::time::timeout(DEADLINE, await_condition(api.clone(), name, condition))
+    match tokio::time::timeout(DEADLINE, await_condition(api.clone(), name, condition)).await {
+        Ok(result) => result.unwrap_or_else(|e| panic!("watch failed waiting for {what}: {e}")),
+        Err(_) => {
+            let ns = api.namespace().unwrap_or_default().to_string();
+            let dump = dump(api.clone().into_client(), &ns).await;
+            panic!("timed out waiting for {what}; namespace {ns}:\n{dump}")
+        }
+    }
+}
+
+/// The Jobs, Pods and checkpoints of `ns`, for a failure message.
+async fn dump(client: Client, ns: &str) -> String {
+    use k8s_openapi::api::core::v1::Pod;
+    let mut out = String::new();
+    let lp = ListParams::default();
+    for c in Api::<DynamoCheckpoint>::namespaced(client.clone(), ns)
+        .list(&lp)
         .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-        .unwrap_or_else(|e| panic!("watch failed waiting for {what}: {e}"))
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        out += &format!(
+            "checkpoint {} annotations={:?} status={}\n",
+            c.name_any(),
+            c.metadata.annotations,
+            serde_json::to_string(&c.status).unwrap_or_default()
+        );
+    }
+    for j in Api::<Job>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        out += &format!(
+            "job {} uid={:?} deleting={} status={}\n",
+            j.name_any(),
+            j.uid(),
+            j.metadata.deletion_timestamp.is_some(),
+            serde_json::to_string(&j.status).unwrap_or_default()
+        );
+    }
+    for p in Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let st = p.status.clone().unwrap_or_default();
+        out += &format!(
+            "pod {} owner={:?} node={:?} phase={:?} deleting={} finalizers={:?} conditions={:?}\n",
+            p.name_any(),
+            p.owner_references().first().map(|o| o.name.clone()),
+            p.spec.as_ref().and_then(|s| s.node_name.clone()),
+            st.phase,
+            p.metadata.deletion_timestamp.is_some(),
+            p.metadata.finalizers,
+            st.conditions
+                .unwrap_or_default()
+                .iter()
+                .map(|c| (c.type_.clone(), c.status.clone()))
+                .collect::<Vec<_>>()
+        );
+    }
+    for cm in Api::<ConfigMap>::namespaced(client, ns)
+        .list(&ListParams::default().labels(CHECKPOINT_NAME_LABEL))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        out += &format!(
+            "configmap {} annotations={:?}\n",
+            cm.name_any(),
+            cm.metadata.annotations
+        );
+    }
+    out
 }
 
 fn ready_at(attempt: i64) -> impl Condition<DynamoCheckpoint> {
