@@ -453,6 +453,11 @@ async fn replicas_change_through_the_scale_subresource_once_the_child_exists() {
     let clique: PodClique = d.object(Some(NS), "g-0-frontend").unwrap();
     assert_eq!(clique.spec.clique.replicas, 3);
     assert!(d.event_reasons().contains(&EVENT_SCALED.to_string()));
+    assert_eq!(
+        ready(&d).2,
+        "Resources not ready: g: Frontend: spec not yet processed: generation=2, observedGeneration=1",
+        "the old pods do not count for the new replicas"
+    );
     assert_eq!(pcs(&d).spec.template.cliques[0].spec.replicas, 1);
     // Grove catches up: ready at 3, nothing more to write.
     grove(&d, None);

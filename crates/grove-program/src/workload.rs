@@ -195,7 +195,7 @@ impl PodCliqueSetWorkload {
             self.scale(
                 dgd,
                 &targets,
-                &children,
+                &mut children,
                 &resolved.waiting_for_checkpoint,
                 out,
             )
@@ -296,7 +296,7 @@ impl PodCliqueSetWorkload {
         &self,
         dgd: &DynamoGraphDeployment,
         targets: &[Target<'_>],
-        children: &BTreeMap<String, Child>,
+        children: &mut BTreeMap<String, Child>,
         waiting: &std::collections::BTreeSet<String>,
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
     ) -> Result<(), Error> {
@@ -341,6 +341,19 @@ impl PodCliqueSetWorkload {
             };
             match result {
                 Ok(applied) if applied.changed => {
+                    // The child as the write left it: new replicas, a generation Grove has not
+                    // observed yet, so readiness does not report the old pods as the new count.
+                    match children.get_mut(&component.name) {
+                        Some(Child::Clique(Some(c))) => {
+                            c.spec.clique.replicas = desired;
+                            c.metadata.generation = Some(c.metadata.generation.unwrap_or(0) + 1);
+                        }
+                        Some(Child::Group(Some(g))) => {
+                            g.spec.replicas = Some(desired);
+                            g.metadata.generation = Some(g.metadata.generation.unwrap_or(0) + 1);
+                        }
+                        _ => {}
+                    }
                     let key = kit::object::key(ns.as_deref(), &target.name);
                     tracing::info!(child = %key, kind, from = current, to = desired, "scaled Grove child");
                     out.normal(
