@@ -28,7 +28,8 @@ use crate::topology::{
     REASON_TOPOLOGY_DEFINITION_NOT_FOUND,
 };
 use crate::workload::{
-    EVENT_PCS_CREATED, EVENT_PCS_UPDATED, EVENT_SCALED, REASON_WORKLOADS_FAILED,
+    EVENT_PCS_CREATED, EVENT_PCS_UPDATED, EVENT_SCALED, EVENT_SERVICE_CREATED,
+    EVENT_SERVICE_DELETED, REASON_WORKLOADS_FAILED,
 };
 
 fn program(d: &Double) -> GroveProgram {
@@ -100,6 +101,8 @@ async fn steps_run_in_order_and_a_converged_pass_writes_nothing() {
             (Verb::Apply, "Role".to_string()),
             (Verb::Apply, "RoleBinding".to_string()),
             (Verb::Apply, "PodCliqueSet".to_string()),
+            (Verb::Apply, "Service".to_string()),
+            (Verb::Apply, "Service".to_string()),
             (
                 Verb::Create,
                 "DynamoGraphDeploymentScalingAdapter".to_string()
@@ -137,6 +140,8 @@ async fn steps_run_in_order_and_a_converged_pass_writes_nothing() {
             "RoleCreated",
             "RoleBindingCreated",
             EVENT_PCS_CREATED,
+            EVENT_SERVICE_CREATED,
+            EVENT_SERVICE_CREATED,
             "some_resources_are_not_ready",
             scaling_adapters::EVENT_ADAPTER_CREATED,
         ]
@@ -663,5 +668,57 @@ async fn a_restart_is_stamped_and_completes_when_grove_rolled_the_component() {
             .get(labels::RESTART_AT)
             .map(String::as_str)
             == Some("r1"))
+    );
+}
+
+#[tokio::test]
+async fn component_services_follow_discovery_and_the_rendered_selectors() {
+    use k8s_openapi::api::core::v1::Service;
+    let d = Double::new();
+    d.insert(graph());
+    let p = program(&d);
+    pass(&d, &p).await.unwrap();
+    let services: Vec<Service> = d.objects();
+    let names: Vec<String> = services.iter().map(|s| s.name_any()).collect();
+    assert_eq!(names, ["g-frontend", "g-vllmdecodeworker"]);
+    let frontend = &services[0];
+    let spec = frontend.spec.as_ref().unwrap();
+    assert_eq!(spec.ports.as_ref().unwrap()[0].port, 8000);
+    let selector = spec.selector.as_ref().unwrap();
+    assert_eq!(selector[labels::DYNAMO_COMPONENT], "Frontend");
+    assert_eq!(selector[labels::DYNAMO_NAMESPACE], "ns-g");
+    assert_eq!(selector[labels::DYNAMO_COMPONENT_TYPE], "frontend");
+    assert_eq!(
+        frontend.metadata.owner_references.as_ref().unwrap()[0].controller,
+        Some(true)
+    );
+    // Drift restored, idle writes nothing.
+    let mut drifted = frontend.clone();
+    drifted.spec.as_mut().unwrap().selector = Some(BTreeMap::new());
+    d.insert(drifted);
+    d.clear_writes();
+    pass(&d, &p).await.unwrap();
+    assert!(d.writes().iter().any(|w| w.kind == "Service" && w.changed));
+    d.clear_writes();
+    pass(&d, &p).await.unwrap();
+    assert!(d.writes().is_empty(), "{:?}", d.writes());
+    // etcd discovery: only the frontend keeps a Service; the worker's is deleted.
+    edit(&d, |g| {
+        g.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(labels::DYNAMO_DISCOVERY_BACKEND.into(), "etcd".into());
+    });
+    d.clear_events();
+    pass(&d, &p).await.unwrap();
+    let names: Vec<String> = d
+        .objects::<Service>()
+        .iter()
+        .map(|s| s.name_any())
+        .collect();
+    assert_eq!(names, ["g-frontend"]);
+    assert!(
+        d.event_reasons()
+            .contains(&EVENT_SERVICE_DELETED.to_string())
     );
 }

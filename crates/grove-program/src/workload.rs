@@ -16,6 +16,9 @@
 //!   PodCliqueSet (Grove has not synced its children yet). A child that does not exist yet is
 //!   waited for, not an error: its readiness says `resource not found`, and the step asks to
 //!   be requeued after [`WAIT_FOR_CHILDREN`]. Event `Scaled` per scale write that changed.
+//! - **Services.** The component Services ([`grove_render::services`]) are applied the same
+//!   way (`ServiceCreated` / `ServiceUpdated`); component Services this graph controls that are
+//!   no longer wanted are deleted (`ServiceDeleted`). They do not count for readiness.
 //! - **Observe.** Each component's child is read and evaluated ([`crate::readiness`]).
 
 use std::collections::BTreeMap;
@@ -23,13 +26,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use api::labels;
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use grove_render::names::{component_resource_name, pcs_name};
 use grove_render::{Inputs, RenderError, RestartStamps, Settings, Workers};
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kit::{Outcome, Reader, ReaderExt, Writer, WriterExt};
-use kube::ResourceExt;
+use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kube::{Resource, ResourceExt};
 use reconcilers::checkpoints::CheckpointInfos;
+use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -46,6 +52,12 @@ pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
 pub const EVENT_PCS_CREATED: &str = "PodCliqueSetCreated";
 /// Event: the PodCliqueSet was changed.
 pub const EVENT_PCS_UPDATED: &str = "PodCliqueSetUpdated";
+/// Event: a component Service was created.
+pub const EVENT_SERVICE_CREATED: &str = "ServiceCreated";
+/// Event: a component Service was changed back to its desired state.
+pub const EVENT_SERVICE_UPDATED: &str = "ServiceUpdated";
+/// Event: a component Service no longer wanted was deleted.
+pub const EVENT_SERVICE_DELETED: &str = "ServiceDeleted";
 /// Event: a PodClique or PodCliqueScalingGroup was scaled.
 pub const EVENT_SCALED: &str = "Scaled";
 /// How long to wait for Grove to create a child that needs scaling.
@@ -71,6 +83,32 @@ pub enum Error {
     /// Applying the PodCliqueSet failed.
     #[error("apply PodCliqueSet {name}: {source}")]
     Apply {
+        /// Its name.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// A component Service of that name is controlled by another object.
+    #[error("Service {name} {owner}; refusing to modify it")]
+    ServiceOwnershipConflict {
+        /// Its name.
+        name: String,
+        /// Who controls it, as a phrase.
+        owner: String,
+    },
+    /// Applying a component Service failed.
+    #[error("apply Service {name}: {source}")]
+    ApplyService {
+        /// Its name.
+        name: String,
+        /// The write error.
+        #[source]
+        source: kit::Error,
+    },
+    /// Deleting a component Service failed.
+    #[error("delete Service {name}: {source}")]
+    DeleteService {
         /// Its name.
         name: String,
         /// The write error.
@@ -175,6 +213,7 @@ impl PodCliqueSetWorkload {
         })?;
         stamp(&mut desired);
         let (pcs, written) = self.ensure(dgd, &desired, resolved.existing, out).await?;
+        self.services(dgd, &desired, out).await?;
 
         let targets: Vec<Target<'_>> = dgd
             .spec
@@ -226,15 +265,10 @@ impl PodCliqueSetWorkload {
         let name = desired.name_any();
         if let Some(observed) = &observed {
             if !controlled_by(&observed.metadata, dgd) {
-                let owner = observed
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true))
-                    .map(|o| format!("is controlled by {} {}", o.kind, o.name))
-                    .unwrap_or_else(|| "has no controller owner".to_string());
-                return Err(Error::OwnershipConflict { name, owner });
+                return Err(Error::OwnershipConflict {
+                    name,
+                    owner: owner_phrase(&observed.metadata),
+                });
             }
             if matches(observed, desired) {
                 return Ok((observed.clone(), false));
@@ -259,6 +293,115 @@ impl PodCliqueSetWorkload {
             }
         }
         Ok((applied.object, applied.changed))
+    }
+
+    /// Converge the component Services ([`grove_render::services`]): apply the desired ones
+    /// unless they already match, delete the ones this graph controls that are no longer
+    /// desired (uid precondition).
+    async fn services(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        pcs: &PodCliqueSet,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let ns = dgd.namespace();
+        let selector = Selector::from_iter([(
+            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+            dgd.name_any(),
+        )]);
+        let listed: Vec<Service> =
+            self.reader
+                .list(ns.as_deref(), &selector)
+                .await
+                .map_err(|source| Error::Read {
+                    kind: "Service",
+                    name: format!("{}=*", labels::DYNAMO_GRAPH_DEPLOYMENT_NAME),
+                    source,
+                })?;
+        let mut live: BTreeMap<String, Service> =
+            listed.into_iter().map(|s| (s.name_any(), s)).collect();
+        let mut desired = grove_render::services::services(dgd, pcs);
+        let names: Vec<String> = desired.iter().map(|s| s.name_any()).collect();
+        for service in &mut desired {
+            stamp(service);
+            let name = service.name_any();
+            let observed = match live.remove(&name) {
+                Some(s) => Some(s),
+                None => self
+                    .reader
+                    .get::<Service>(ns.as_deref(), &name)
+                    .await
+                    .map_err(|source| Error::Read {
+                        kind: "Service",
+                        name: name.clone(),
+                        source,
+                    })?,
+            };
+            if let Some(observed) = &observed {
+                if !controlled_by(&observed.metadata, dgd) {
+                    return Err(Error::ServiceOwnershipConflict {
+                        name,
+                        owner: owner_phrase(&observed.metadata),
+                    });
+                }
+                if matches(observed, &*service) {
+                    continue;
+                }
+            }
+            let applied = self
+                .writer
+                .apply(&*service, Some(FIELD_MANAGER))
+                .await
+                .map_err(|source| Error::ApplyService {
+                    name: name.clone(),
+                    source,
+                })?;
+            if applied.changed {
+                let key = kit::object::key(ns.as_deref(), &name);
+                let (reason, verb) = if observed.is_some() {
+                    (EVENT_SERVICE_UPDATED, "Updated")
+                } else {
+                    (EVENT_SERVICE_CREATED, "Created")
+                };
+                tracing::info!(service = %key, "{verb} Service");
+                out.normal(reason, format!("{verb} Service {key}"));
+            }
+        }
+        for (name, service) in &live {
+            let component_service = service.labels().contains_key(labels::DYNAMO_COMPONENT);
+            if names.contains(name)
+                || !component_service
+                || !controlled_by(&service.metadata, dgd)
+                || service.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            let preconditions = Preconditions {
+                uid: service.metadata.uid.clone(),
+                resource_version: None,
+            };
+            match self
+                .writer
+                .delete::<Service>(ns.as_deref(), name, &preconditions, None)
+                .await
+            {
+                Ok(Deleted::NotFound) => {}
+                Ok(_) => {
+                    let key = kit::object::key(ns.as_deref(), name);
+                    tracing::info!(service = %key, "deleted Service no longer wanted");
+                    out.normal(EVENT_SERVICE_DELETED, format!("Deleted Service {key}"));
+                }
+                // Replaced by another object of that name since it was read: not ours.
+                Err(e) if e.is_conflict() => {}
+                Err(source) => {
+                    return Err(Error::DeleteService {
+                        name: name.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn child(
@@ -382,6 +525,15 @@ impl PodCliqueSetWorkload {
     }
 }
 
+fn owner_phrase(meta: &ObjectMeta) -> String {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| format!("is controlled by {} {}", o.kind, o.name))
+        .unwrap_or_else(|| "has no controller owner".to_string())
+}
+
 fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
     let uid = dgd.metadata.uid.as_deref();
     meta.owner_references
@@ -390,22 +542,24 @@ fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
         .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
 }
 
-/// Stamp `pcs` with the digest of its body ([`LAST_APPLIED_HASH`]).
-pub fn stamp(pcs: &mut PodCliqueSet) {
-    if let Some(a) = pcs.metadata.annotations.as_mut() {
+/// Stamp `object` with the digest of its body ([`LAST_APPLIED_HASH`]).
+pub fn stamp<K: Resource + Serialize>(object: &mut K) {
+    if let Some(a) = object.meta_mut().annotations.as_mut() {
         a.remove(LAST_APPLIED_HASH);
     }
-    let body = serde_json::to_vec(pcs).unwrap_or_default();
+    let body = serde_json::to_vec(&*object).unwrap_or_default();
     let digest = hex::encode(Sha256::digest(&body));
-    pcs.metadata
+    object
+        .meta_mut()
         .annotations
         .get_or_insert_with(BTreeMap::new)
         .insert(LAST_APPLIED_HASH.into(), digest[..16].to_string());
 }
 
-/// Whether the live object carries the desired digest and every field the desired one sets.
-fn matches(observed: &PodCliqueSet, desired: &PodCliqueSet) -> bool {
-    let digest = |p: &PodCliqueSet| p.annotations().get(LAST_APPLIED_HASH).cloned();
+/// Whether the live object carries the desired digest and every field the desired one sets
+/// (status aside).
+fn matches<K: Resource + Serialize>(observed: &K, desired: &K) -> bool {
+    let digest = |k: &K| k.annotations().get(LAST_APPLIED_HASH).cloned();
     if digest(observed) != digest(desired) {
         return false;
     }

@@ -321,6 +321,11 @@ async fn a_conformance_graph_gets_its_pod_clique_set_and_ready_follows_grove() {
             "prefill-wkr"
         ]
     );
+    let frontend: k8s_openapi::api::core::v1::Service =
+        ns.api().get(&format!("{name}-frontend")).await.unwrap();
+    let selector = frontend.spec.unwrap().selector.unwrap();
+    assert_eq!(selector[labels::DYNAMO_COMPONENT], "Frontend");
+    assert_eq!(selector[labels::DYNAMO_COMPONENT_TYPE], "frontend");
     let graph = h.dgds.get(&name).await.unwrap();
     assert_eq!(
         ready(&graph),

@@ -16,11 +16,13 @@
 //! - [`names`]: PodCliqueSet, clique, scaling group and Grove child names.
 //! - [`pod`]: the pod spec of a clique (operator defaults under the user's template).
 //! - [`compat`]: the compatibility rules against the existing object.
+//! - [`services`]: the component Services that accompany the PodCliqueSet.
 
 pub mod compat;
 pub mod names;
 pub mod pod;
 mod render;
+pub mod services;
 
 use std::collections::{BTreeMap, BTreeSet};
 

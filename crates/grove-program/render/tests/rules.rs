@@ -744,3 +744,39 @@ fn image_pull_secrets_and_kv_transfer_wiring() {
         None
     );
 }
+
+#[test]
+fn services_follow_the_rendered_cliques() {
+    // The legacy worker rule reaches the Service selector.
+    let mut existing = rendered();
+    clique_mut(&mut existing, "prefill")
+        .labels
+        .insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+    let dgd = graph();
+    let pcs = Fixture::default().render(&dgd, Some(&existing)).unwrap();
+    let services = grove_render::services::services(&dgd, &pcs);
+    let names: Vec<String> = services
+        .iter()
+        .map(|s| s.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["g-frontend", "g-decode", "g-prefill"]);
+    let prefill = services[2].spec.as_ref().unwrap();
+    assert_eq!(
+        prefill.selector.as_ref().unwrap()[labels::DYNAMO_COMPONENT_TYPE],
+        "worker"
+    );
+    assert_eq!(prefill.ports.as_ref().unwrap()[0].port, 9090);
+    // Without Kubernetes discovery only the frontend has one.
+    let mut etcd = graph();
+    etcd.metadata.annotations = Some(BTreeMap::from([(
+        labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
+        "etcd".to_string(),
+    )]));
+    let pcs = fresh(&etcd);
+    let services = grove_render::services::services(&etcd, &pcs);
+    assert_eq!(services.len(), 1);
+    assert_eq!(
+        services[0].spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port,
+        8000
+    );
+}
