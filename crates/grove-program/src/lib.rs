@@ -5,6 +5,7 @@
 //!
 //! | # | step | does | failure reason |
 //! | --- | --- | --- | --- |
+//! | 0 | preflight ([`grove_render::preflight`]) | a graph that cannot be rendered stops here, nothing written, no retry until it changes | `failed_to_reconcile_the_resources` |
 //! | 1 | rollout ([`rollout::UnsupportedRollout`]) | worker hash record; refuses managed rolling updates (Warning `RollingUpdateNotSupported` after the record write) | `rolling_update_failed` |
 //! | 2 | shared resources ([`reconcilers::shared`]) | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
 //! | 3 | restart ([`restart::GroveRestart`]) | next `status.restart` from Grove's progress | `failed_to_resolve_restart_progress` |
@@ -139,6 +140,15 @@ impl GroveProgram {
             observed_generation: Some(generation),
             ..previous.clone()
         });
+
+        // Every render error is a property of the graph: find it before touching anything.
+        if let Err(error) = grove_render::preflight(dgd) {
+            let error = Error::Workload(workload::Error::Render(error));
+            return Err(out
+                .fail(generation, workload::REASON_WORKLOADS_FAILED, error)
+                .await_change()
+                .into());
+        }
 
         let workers = self
             .rollout

@@ -33,7 +33,7 @@ pub use render::{
     BASE_MODEL_HASH_LABEL, COMPONENT_CLASS_LABEL, DISCOVERY_BACKEND_LABEL, DISCOVERY_ENABLED_LABEL,
     GROVE_UPDATE_STRATEGY, METRICS_ENABLED_LABEL, PRESERVED_ALPHA_SPEC, PROPAGATED_ANNOTATIONS,
     TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION, TOPOLOGY_LABEL_KEY_ANNOTATION, has_topology_overrides,
-    render,
+    preflight, render,
 };
 
 /// Termination delay of PodCliqueSets the operator renders unless configured otherwise.

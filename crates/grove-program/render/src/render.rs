@@ -306,6 +306,23 @@ fn preserved_alpha_services(dgd: &DynamoGraphDeployment) -> BTreeMap<String, Alp
         .unwrap_or_default()
 }
 
+/// Whether the graph can be rendered at all: every [`RenderError`] is a property of the graph
+/// alone, so rendering it with neutral inputs finds them before anything is written.
+pub fn preflight(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
+    let settings = crate::Settings::default();
+    render(&Inputs {
+        dgd,
+        existing: None,
+        workers: &crate::Workers::default(),
+        restart: None,
+        waiting_for_checkpoint: &BTreeSet::new(),
+        topology_domains: &[],
+        pull_secrets: &BTreeMap::new(),
+        settings: &settings,
+    })
+    .map(|_| ())
+}
+
 fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, RenderError> {
     let uid = dgd
         .metadata
