@@ -1,4 +1,4 @@
-//! The PodCliqueSet workload reconciler: [`resolve`](crate::resolve) → [`grove_render::render`]
+//! The PodCliqueSet workload reconciler: [`resolve`](mod@crate::resolve) → [`grove_render::render`]
 //! → server-side apply → scale → observe readiness.
 //!
 //! - **Apply.** The rendered PodCliqueSet is stamped with [`LAST_APPLIED_HASH`] (a digest of the
