@@ -84,6 +84,9 @@ pub struct GroveConfig {
     pub shared: SharedConfig,
     /// Rendering settings (termination delay, default discovery backend).
     pub render: grove_render::Settings,
+    /// Discover image pull secrets from the namespace's Docker registry Secrets (needs RBAC to
+    /// list Secrets; off by default).
+    pub discover_pull_secrets: bool,
 }
 
 /// The grove program.
@@ -103,7 +106,12 @@ impl GroveProgram {
             rollout: UnsupportedRollout::new(writer.clone()),
             shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
             restart: GroveRestart::new(reader.clone()),
-            workload: PodCliqueSetWorkload::new(reader.clone(), writer.clone(), config.render),
+            workload: PodCliqueSetWorkload::new(
+                reader.clone(),
+                writer.clone(),
+                config.render,
+                config.discover_pull_secrets,
+            ),
             scaling_adapters: ScalingAdapters::new(reader.clone(), writer),
             topology: TopologyCondition::new(reader),
         }

@@ -86,12 +86,25 @@ pub struct Resolved {
 /// The resolver.
 pub struct Resolver {
     reader: Arc<dyn Reader>,
+    discover_pull_secrets: bool,
 }
 
 impl Resolver {
-    /// A resolver reading with `reader`.
+    /// A resolver reading with `reader`; image pull secrets are discovered only with
+    /// [`Resolver::with_pull_secret_discovery`].
     pub fn new(reader: Arc<dyn Reader>) -> Self {
-        Resolver { reader }
+        Resolver {
+            reader,
+            discover_pull_secrets: false,
+        }
+    }
+
+    /// Discover Docker registry Secrets of the namespace for image pull secrets (upstream's
+    /// behaviour). It lists Secrets, which the least-privilege RBAC in `deploy/` does not grant,
+    /// so it is off unless the operator is configured for it.
+    pub fn with_pull_secret_discovery(mut self, on: bool) -> Self {
+        self.discover_pull_secrets = on;
+        self
     }
 
     /// Resolve the rendering inputs of `dgd`, whose PodCliqueSet is named `pcs_name`.
@@ -160,6 +173,9 @@ impl Resolver {
     }
 
     async fn pull_secrets(&self, namespace: Option<&str>) -> BTreeMap<String, Vec<String>> {
+        if !self.discover_pull_secrets {
+            return BTreeMap::new();
+        }
         let secrets: Vec<Secret> = match self.reader.list(namespace, &Selector::default()).await {
             Ok(s) => s,
             Err(error) => {

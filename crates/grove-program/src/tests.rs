@@ -39,6 +39,7 @@ fn program(d: &Double) -> GroveProgram {
         GroveConfig {
             shared: SharedConfig::default(),
             render: Default::default(),
+            discover_pull_secrets: true,
         },
     )
 }

@@ -180,9 +180,15 @@ struct Target<'a> {
 impl PodCliqueSetWorkload {
     /// A workload reconciler reading with `reader`, writing with `writer`, rendering with
     /// `settings`.
-    pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, settings: Settings) -> Self {
+    pub fn new(
+        reader: Arc<dyn Reader>,
+        writer: Arc<dyn Writer>,
+        settings: Settings,
+        discover_pull_secrets: bool,
+    ) -> Self {
         PodCliqueSetWorkload {
-            resolver: Resolver::new(reader.clone()),
+            resolver: Resolver::new(reader.clone())
+                .with_pull_secret_discovery(discover_pull_secrets),
             reader,
             writer,
             settings,

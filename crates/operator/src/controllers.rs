@@ -20,6 +20,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use api::{DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter};
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -182,6 +183,15 @@ impl Wiring<'_> {
     }
 }
 
+/// The graph named by `object`'s graph label (same namespace): the mapper of `Label` rows.
+fn graph_of<K: Resource>(
+    object: Arc<K>,
+) -> Option<kube::runtime::reflector::ObjectRef<DynamoGraphDeployment>> {
+    let name = object.labels().get(GRAPH_LABEL)?.clone();
+    let ns = object.namespace()?;
+    Some(kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
+}
+
 /// Which objects of a kind are watched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scope {
@@ -269,27 +279,61 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     if w.served.resource_claim_templates {
         w.watch::<ResourceClaimTemplate>(Scope::Graph)?;
     }
+    if w.served.pod_clique_sets {
+        w.watch::<PodCliqueSet>(Scope::All)?;
+        w.watch::<PodClique>(Scope::Graph)?;
+        w.watch::<PodCliqueScalingGroup>(Scope::Graph)?;
+    }
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
     let component = component_program::ComponentProgram::new(
         reader.clone(),
         writer.clone(),
-        component_program::ComponentConfig::default(),
+        component_program::ComponentConfig {
+            leader_worker_sets: w.served.leader_worker_sets,
+            ..Default::default()
+        },
+    );
+    let grove = grove_program::GroveProgram::new(
+        reader.clone(),
+        writer.clone(),
+        grove_program::GroveConfig::default(),
     );
     let root = root::Root::new(
         writer,
         Arc::new(component),
-        Arc::new(root::GroveNotImplemented),
-        root::ServedApis::new(false),
+        Arc::new(grove),
+        root::ServedApis::new(w.served.pod_clique_sets),
     );
 
-    let controller =
+    // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
+    // stall its watch).
+    let mut controller =
         Controller::for_shared_stream(w.trigger::<DynamoGraphDeployment>(name, &metrics)?, store)
             .owns_shared_stream(w.trigger::<DynamoComponentDeployment>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?)
-            .with_config(w.config(w.args.dgd_concurrency))
-            .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+            .owns_shared_stream(w.trigger::<ServiceAccount>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?);
+    if w.served.resource_claim_templates {
+        controller =
+            controller.owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?);
+    }
+    if w.served.pod_clique_sets {
+        controller = controller
+            .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
+            .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
+            .watches_shared_stream(
+                w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
+                graph_of,
+            );
+    }
+    let controller = controller
+        .with_config(w.config(w.args.dgd_concurrency))
+        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DgdContext { root, metrics });
     Ok(Runner::new(controller, status_writer, w.events.clone())
         .run(

@@ -80,6 +80,9 @@ pub enum Error {
     /// The component program failed.
     #[error(transparent)]
     Component(#[from] component_program::Error),
+    /// The grove program failed.
+    #[error(transparent)]
+    Grove(#[from] grove_program::Error),
     /// Another program failed.
     #[error(transparent)]
     Program(Box<dyn std::error::Error + Send + Sync>),
@@ -107,7 +110,19 @@ impl Program for ComponentProgram {
     }
 }
 
-/// The grove program's place until it exists: `Ready=False`, reason
+#[async_trait]
+impl Program for grove_program::GroveProgram {
+    async fn reconcile(
+        &self,
+        dgd: &DynamoGraphDeployment,
+    ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
+        grove_program::GroveProgram::reconcile(self, dgd)
+            .await
+            .map_err(|failed| Box::new(failed.map_err(Error::Grove)))
+    }
+}
+
+/// A placeholder grove program (e.g. for tests of the component pathway): `Ready=False`, reason
 /// `GroveProgramNotImplemented`, state pending, nothing written.
 pub struct GroveNotImplemented;
 

@@ -544,6 +544,19 @@ impl ControlPlane {
         let pp = PatchParams::apply("testkit").force();
         for crd in crds {
             let name = crd.metadata.name.clone().unwrap_or_default();
+            // Tests of one run share the control plane, and some point a CRD's conversion
+            // webhook elsewhere (another field manager). Server-side apply would keep their
+            // fields, so the conversion is first replaced as a whole.
+            if let Some(conversion) = &crd.spec.conversion
+                && api.get_opt(&name).await?.is_some()
+            {
+                let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+                    { "op": "replace", "path": "/spec/conversion", "value": conversion }
+                ]))
+                .expect("JSON patch");
+                api.patch(&name, &PatchParams::default(), &Patch::<()>::Json(patch))
+                    .await?;
+            }
             let mut body = serde_json::to_value(crd).expect("CRD serializes");
             body["apiVersion"] = "apiextensions.k8s.io/v1".into();
             body["kind"] = "CustomResourceDefinition".into();
