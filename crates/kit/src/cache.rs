@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::core::{Selector, SelectorExt};
@@ -71,6 +72,9 @@ type StartWatch =
 
 struct Pending<K: Resource<DynamicType = ()> + Clone + 'static> {
     writer: Mutex<Option<reflector::store::Writer<K>>>,
+    /// Deleted objects, for subscribers: kube-runtime's shared streams carry only applied
+    /// objects, and a controller must hear about a deleted child to recreate it.
+    deleted: tokio::sync::broadcast::Sender<Arc<K>>,
 }
 
 fn kind_key(api_version: &str, kind: &str) -> String {
@@ -135,9 +139,11 @@ impl Cache {
         let store = writer.as_reader();
         let selective = config.label_selector.is_some() || config.field_selector.is_some();
         let kind_for_log = key.clone();
+        let (deleted, _) = tokio::sync::broadcast::channel(SUBSCRIBER_BUFFER);
         let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
             let pending = pending.downcast_ref::<Pending<K>>()?;
             let writer = pending.writer.lock().expect("cache lock").take()?;
+            let deleted = pending.deleted.clone();
             let kind = kind_for_log;
             Some(
                 watcher(api, config)
@@ -145,8 +151,15 @@ impl Cache {
                     .modify(strip_managed_fields)
                     .reflect_shared(writer)
                     .for_each(move |event| {
-                        if let Err(err) = event {
-                            tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                        match event {
+                            // The store already dropped it: subscribers see it gone.
+                            Ok(watcher::Event::Delete(object)) => {
+                                let _ = deleted.send(Arc::new(object));
+                            }
+                            Ok(_) => {}
+                            Err(err) => {
+                                tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                            }
                         }
                         futures::future::ready(())
                     })
@@ -163,6 +176,7 @@ impl Cache {
                 }),
                 pending: Box::new(Pending::<K> {
                     writer: Mutex::new(Some(writer)),
+                    deleted,
                 }),
                 start: Some(Box::new(start)),
             },
@@ -170,11 +184,12 @@ impl Cache {
         Ok(store)
     }
 
-    /// A trigger stream of kind `K` for a controller. The kind must be registered and the cache
-    /// not yet running.
-    pub fn subscribe<K>(&self) -> Result<ReflectHandle<K>>
+    /// A trigger stream of kind `K` for a controller: every object applied (created, changed,
+    /// listed) and every object deleted (after the store dropped it). The kind must be
+    /// registered and the cache not yet running.
+    pub fn subscribe<K>(&self) -> Result<BoxStream<'static, Arc<K>>>
     where
-        K: Resource<DynamicType = ()> + Clone + 'static,
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
         let key = kind_key(&K::api_version(&()), &K::kind(&()));
         let kinds = self.inner.kinds.read().expect("cache lock");
@@ -185,9 +200,26 @@ impl Cache {
             Error::Unsupported(format!("kind {key} registered with another type"))
         })?;
         let writer = pending.writer.lock().expect("cache lock");
-        writer.as_ref().and_then(|w| w.subscribe()).ok_or_else(|| {
-            Error::Unsupported(format!("cache already running; cannot subscribe to {key}"))
-        })
+        let applied: ReflectHandle<K> =
+            writer.as_ref().and_then(|w| w.subscribe()).ok_or_else(|| {
+                Error::Unsupported(format!("cache already running; cannot subscribe to {key}"))
+            })?;
+        let kind = key.clone();
+        let deleted = futures::stream::unfold(pending.deleted.subscribe(), move |mut rx| {
+            let kind = kind.clone();
+            async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(object) => return Some((object, rx)),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(kind = %kind, missed = n, "subscriber missed deletions");
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        });
+        Ok(futures::stream::select(applied, deleted).boxed())
     }
 
     /// The store of kind `K`, if registered.

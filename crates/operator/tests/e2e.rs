@@ -175,3 +175,49 @@ async fn standby_takes_over_when_the_leader_is_killed() {
     // Graceful stop releases the Lease and exits 0.
     assert!(standby.terminate().success(), "SIGTERM exit");
 }
+
+#[tokio::test]
+async fn deleted_children_come_back() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let cp = testkit::ControlPlane::shared().await;
+    cp.install_crds(&api::crds()).await.unwrap();
+    let operator = Operator::spawn(cp, Spawn::default());
+    let ns = cp.namespace().await;
+    let object = manifest("v1beta1/vllm-agg.yaml");
+    let name = object.metadata.name.clone().unwrap();
+    apply(cp.client(), ns.name(), &object).await;
+    let dgds: Api<DynamoGraphDeployment> = ns.api();
+    wait_ready(&dgds, &name, &operator).await;
+
+    // A Deployment (child of a DCD) and a DCD (child of the graph), deleted by hand.
+    let deployments: Api<Deployment> = ns.api();
+    let dcds: Api<api::DynamoComponentDeployment> = ns.api();
+    let frontend = "vllm-agg-frontend";
+    let old_deployment = deployments.get(frontend).await.unwrap().metadata.uid;
+    let old_dcd = dcds.get(frontend).await.unwrap().metadata.uid;
+    deployments
+        .delete(frontend, &Default::default())
+        .await
+        .unwrap();
+    eventually(
+        "the Deployment is recreated",
+        Duration::from_secs(30),
+        || async {
+            deployments
+                .get_opt(frontend)
+                .await
+                .unwrap()
+                .is_some_and(|d| d.metadata.uid != old_deployment)
+        },
+    )
+    .await;
+    dcds.delete(frontend, &Default::default()).await.unwrap();
+    eventually("the DCD is recreated", Duration::from_secs(30), || async {
+        dcds.get_opt(frontend)
+            .await
+            .unwrap()
+            .is_some_and(|d| d.metadata.uid != old_dcd)
+    })
+    .await;
+    wait_ready(&dgds, &name, &operator).await;
+}
