@@ -5,9 +5,11 @@
 //! | --- | --- | --- |
 //! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter |
 //! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service |
+//! | dynamocheckpoint | DynamoCheckpoint | Job (label-selected), ConfigMap (the artifact record) |
 //!
-//! The graph's other children (its ServiceAccounts, Roles, RoleBindings, ConfigMaps, PVCs and
-//! claim templates) are watched with the label selector `nvidia.com/dynamo-graph-deployment-name`,
+//! The graph's other children (its ServiceAccounts, Roles, RoleBindings, PVCs and claim
+//! templates) are watched with the label selector `nvidia.com/dynamo-graph-deployment-name`
+//! (ConfigMaps are one unselected watch shared with the checkpoint controller),
 //! so reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
 //! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
 //! calls, which it counts ([`kit::cache::Cache::live_reads`]).
@@ -26,6 +28,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
@@ -141,6 +144,7 @@ impl Wiring<'_> {
                 }
             }
             Scope::Graph => config = config.labels(GRAPH_LABEL),
+            Scope::Labelled(label) => config = config.labels(label),
             Scope::All => {}
         }
         Ok(self.cache.watch::<K>(self.api::<K>(), config)?)
@@ -201,6 +205,8 @@ enum Scope {
     Graph,
     /// Every object of the kind (in the watched namespace).
     All,
+    /// Only objects carrying this label.
+    Labelled(&'static str),
 }
 
 /// Wraps a reconcile with the controller's metrics.
@@ -262,7 +268,11 @@ pub fn build(
         stop,
         served,
     };
-    Ok(vec![dgd_controller(&wiring)?, dcd_controller(&wiring)?])
+    Ok(vec![
+        dgd_controller(&wiring)?,
+        dcd_controller(&wiring)?,
+        checkpoint_controller(&wiring)?,
+    ])
 }
 
 fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
@@ -274,7 +284,10 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     w.watch::<ServiceAccount>(Scope::Graph)?;
     w.watch::<Role>(Scope::Graph)?;
     w.watch::<RoleBinding>(Scope::Graph)?;
-    w.watch::<ConfigMap>(Scope::Graph)?;
+    // One ConfigMap watch for both controllers: graph children and checkpoint artifact
+    // records carry different labels, and a watch has one selector.
+    w.watch::<ConfigMap>(Scope::All)?;
+    w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
     if w.served.resource_claim_templates {
         w.watch::<ResourceClaimTemplate>(Scope::Graph)?;
@@ -317,6 +330,7 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?);
     if w.served.resource_claim_templates {
         controller =
@@ -379,6 +393,60 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
                     &ctx.metrics,
                     dcd.as_ref(),
                     ctx.reconciler.reconcile(dcd.as_ref()),
+                )
+                .await
+            },
+            ctx,
+        )
+        .boxed())
+}
+
+struct CheckpointContext {
+    reconciler: checkpoint_controller::CheckpointReconciler,
+    metrics: ControllerMetrics,
+}
+
+/// The checkpoint artifact record label (the checkpoint's name).
+const CHECKPOINT_LABEL: &str = "nvidia.com/checkpoint-name";
+
+/// The checkpoint named by `object`'s checkpoint label.
+fn checkpoint_of<K: Resource>(
+    object: Arc<K>,
+) -> Option<kube::runtime::reflector::ObjectRef<api::DynamoCheckpoint>> {
+    let name = object.labels().get(CHECKPOINT_LABEL)?.clone();
+    let ns = object.namespace()?;
+    Some(kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
+}
+
+fn checkpoint_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
+    let name = ControllerName::Checkpoint;
+    let metrics = w
+        .metrics
+        .controller(name.as_str(), w.args.checkpoint_concurrency);
+    let store = w.watch::<api::DynamoCheckpoint>(Scope::All)?;
+    w.watch::<Job>(Scope::Labelled(CHECKPOINT_LABEL))?;
+    w.watch::<ConfigMap>(Scope::All)?;
+
+    let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
+    let (writer, status_writer) = w.writers(checkpoint_controller::FIELD_MANAGER);
+    let reconciler = checkpoint_controller::CheckpointReconciler::new(reader, writer);
+    let controller =
+        Controller::for_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?, store)
+            .owns_shared_stream(w.trigger::<Job>(name, &metrics)?)
+            .watches_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?, checkpoint_of)
+            .with_config(w.config(w.args.checkpoint_concurrency))
+            .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+    let ctx = Arc::new(CheckpointContext {
+        reconciler,
+        metrics,
+    });
+    Ok(Runner::new(controller, status_writer, w.events.clone())
+        .run(
+            |ckpt: Arc<api::DynamoCheckpoint>, ctx: Arc<CheckpointContext>| async move {
+                measured(
+                    &ctx.metrics,
+                    ckpt.as_ref(),
+                    ctx.reconciler.reconcile(ckpt.as_ref()),
                 )
                 .await
             },

@@ -108,6 +108,13 @@ pub const TRIGGERS: &[Trigger] = &[
     },
     Trigger {
         controller: ControllerName::Dgd,
+        kind: "nvidia.com/v1alpha1/DynamoCheckpoint",
+        fields: &["/status/phase", "/status/checkpointID"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "automatic checkpoints the graph owns: a checkpoint becoming Ready releases components waiting for it (manual checkpoints a graph only references do not trigger it)",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
         kind: "v1/ServiceAccount",
         fields: &[],
         enqueue: Enqueue::ControllerOwner,
@@ -132,7 +139,7 @@ pub const TRIGGERS: &[Trigger] = &[
         kind: "v1/ConfigMap",
         fields: &["/data"],
         enqueue: Enqueue::ControllerOwner,
-        note: "graph-owned ConfigMaps: wait-for-leader script, EPP config (label-selected watch)",
+        note: "graph-owned ConfigMaps: wait-for-leader script, EPP config (one ConfigMap watch, shared with the checkpoint controller)",
     },
     Trigger {
         controller: ControllerName::Dgd,
@@ -225,6 +232,32 @@ pub const TRIGGERS: &[Trigger] = &[
         fields: &["/spec"],
         enqueue: Enqueue::ControllerOwner,
         note: "spec drift is restored; Services have no status the DCD reports",
+    },
+    // The checkpoint controller's rows mirror `checkpoint_controller::WATCHES` (a test keeps
+    // them equal).
+    Trigger {
+        controller: ControllerName::Checkpoint,
+        kind: "nvidia.com/v1alpha1/DynamoCheckpoint",
+        fields: &[
+            "/metadata/generation",
+            "/metadata/annotations/nvidia.com~1checkpoint-rebuild",
+        ],
+        enqueue: Enqueue::Itself,
+        note: "spec changes (identity, Job template) and rebuild requests; never our own status writes",
+    },
+    Trigger {
+        controller: ControllerName::Checkpoint,
+        kind: "batch/v1/Job",
+        fields: &["/status/conditions", "/metadata/deletionTimestamp"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "capture Jobs (label-selected by `nvidia.com/checkpoint-name`): their Complete/Failed conditions and the start of their deletion; pod counts and start times are ignored",
+    },
+    Trigger {
+        controller: ControllerName::Checkpoint,
+        kind: "v1/ConfigMap",
+        fields: &["/metadata/annotations", "/metadata/labels", "/data"],
+        enqueue: Enqueue::Label("nvidia.com/checkpoint-name"),
+        note: "the artifact record: its deletion means the artifact is gone (recapture); an edit of its identifying fields is restored. ConfigMaps are one watch shared with the graph controller, so it is not label-selected",
     },
 ];
 
@@ -446,6 +479,29 @@ mod tests {
             Some("ns/dcd")
         );
         assert_eq!(primary_key(&d, Enqueue::Label("missing")), None);
+    }
+
+    #[test]
+    fn checkpoint_rows_mirror_the_checkpoint_controller() {
+        let ours: Vec<_> = rows(ControllerName::Checkpoint)
+            .map(|t| (t.kind, t.fields.to_vec()))
+            .collect();
+        let theirs: Vec<_> = checkpoint_controller::WATCHES
+            .iter()
+            .map(|w| (w.kind, w.fields.to_vec()))
+            .collect();
+        assert_eq!(ours, theirs);
+        for (t, w) in rows(ControllerName::Checkpoint).zip(checkpoint_controller::WATCHES) {
+            let same = matches!(
+                (t.enqueue, w.enqueue),
+                (Enqueue::Itself, checkpoint_controller::Enqueue::Itself)
+                    | (
+                        Enqueue::ControllerOwner,
+                        checkpoint_controller::Enqueue::ControllerOwner
+                    )
+            ) || matches!((t.enqueue, w.enqueue), (Enqueue::Label(a), checkpoint_controller::Enqueue::Label(b)) if a == b);
+            assert!(same, "{}: {:?} vs {:?}", t.kind, t.enqueue, w.enqueue);
+        }
     }
 
     #[test]
