@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod crds;
 mod dev;
 mod testenv;
@@ -30,6 +31,9 @@ enum Task {
         #[arg(long)]
         sample: Option<std::path::PathBuf>,
     },
+    /// Measure convergence time, API requests, no-op cost, amplification, churn and footprint
+    /// of the operator at N = 10, 100, 1000 graphs (report in target/bench/).
+    Bench(bench::Args),
     /// Build or reuse the control-plane binaries, start one control plane, run all tests.
     Test {
         /// Arguments passed on to `cargo test`.
@@ -51,5 +55,6 @@ fn main() -> anyhow::Result<()> {
         Task::TestEnv => testenv::run_env(),
         Task::Dev { sample } => dev::run(sample),
         Task::Test { args } => testenv::run_tests(&args),
+        Task::Bench(args) => bench::run(args),
     }
 }

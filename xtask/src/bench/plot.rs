@@ -1,0 +1,287 @@
+//! The bench's plot, as a self-contained SVG: convergence time against N, and writes against N
+//! next to their floors (both axes logarithmic, so a constant ratio is a constant gap).
+
+use std::fmt::Write as _;
+
+use super::report::Report;
+
+/// One line of a panel.
+struct Series {
+    name: &'static str,
+    color: &'static str,
+    dashed: bool,
+    points: Vec<(f64, f64)>,
+}
+
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 420.0;
+
+/// The SVG of `report`.
+pub fn svg(report: &Report) -> String {
+    let runs: Vec<_> = report.runs.iter().filter(|r| r.n > 0).collect();
+    let time = vec![Series {
+        name: "all graphs Ready",
+        color: "#1f77b4",
+        dashed: false,
+        points: runs
+            .iter()
+            .filter_map(|r| r.convergence.seconds.map(|s| (r.n as f64, s)))
+            .collect(),
+    }];
+    let writes = vec![
+        Series {
+            name: "operator writes",
+            color: "#d62728",
+            dashed: false,
+            points: runs
+                .iter()
+                .map(|r| (r.n as f64, r.convergence.writes as f64))
+                .collect(),
+        },
+        Series {
+            name: "writes + Events",
+            color: "#ff7f0e",
+            dashed: false,
+            points: runs
+                .iter()
+                .map(|r| {
+                    (
+                        r.n as f64,
+                        (r.convergence.writes + r.convergence.events) as f64,
+                    )
+                })
+                .collect(),
+        },
+        Series {
+            name: "floor: children + graph status",
+            color: "#2ca02c",
+            dashed: true,
+            points: runs
+                .iter()
+                .map(|r| (r.n as f64, r.convergence.floor as f64))
+                .collect(),
+        },
+        Series {
+            name: "floor + component status",
+            color: "#7f7f7f",
+            dashed: true,
+            points: runs
+                .iter()
+                .map(|r| (r.n as f64, r.convergence.floor_with_component_status as f64))
+                .collect(),
+        },
+    ];
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        o,
+        "<rect width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"white\"/>"
+    );
+    panel(&mut o, 0.0, "Time to converge N graphs", "seconds", &time);
+    panel(
+        &mut o,
+        WIDTH / 2.0,
+        "Writes to converge N graphs",
+        "requests",
+        &writes,
+    );
+    o.push_str("</svg>\n");
+    o
+}
+
+/// A log-log panel in the half of the image starting at `x0`.
+fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) {
+    let (left, right, top, bottom) = (x0 + 70.0, x0 + WIDTH / 2.0 - 20.0, 40.0, HEIGHT - 110.0);
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .collect();
+    let _ = writeln!(
+        o,
+        "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\" font-weight=\"bold\">{title}</text>",
+        (left + right) / 2.0
+    );
+    if all.is_empty() {
+        let _ = writeln!(
+            o,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">no data</text>",
+            (left + right) / 2.0,
+            (top + bottom) / 2.0
+        );
+        return;
+    }
+    let range = |vals: Vec<f64>| {
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let (lo, hi) = (lo.log10().floor(), hi.log10().ceil());
+        if hi - lo < 1.0 {
+            (lo, lo + 1.0)
+        } else {
+            (lo, hi)
+        }
+    };
+    let (xlo, xhi) = range(all.iter().map(|p| p.0).collect());
+    let (ylo, yhi) = range(all.iter().map(|p| p.1).collect());
+    let px = |x: f64| left + (x.log10() - xlo) / (xhi - xlo) * (right - left);
+    let py = |y: f64| bottom - (y.log10() - ylo) / (yhi - ylo) * (bottom - top);
+
+    let _ = writeln!(
+        o,
+        "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>",
+        right - left,
+        bottom - top
+    );
+    // Decade grid lines and labels (with 2 and 5 between when there are few decades).
+    for (lo, hi, vertical) in [(xlo, xhi, true), (ylo, yhi, false)] {
+        let few = hi - lo <= 2.0;
+        let mut e = lo;
+        while e <= hi + 1e-9 {
+            for m in [1.0, 2.0, 5.0] {
+                let v = m * 10f64.powf(e);
+                if v.log10() > hi + 1e-9 || (m != 1.0 && !few) {
+                    continue;
+                }
+                let label = if v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                };
+                let stroke = if m == 1.0 { "#ccc" } else { "#eee" };
+                if vertical {
+                    let x = px(v);
+                    let _ = writeln!(
+                        o,
+                        "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{stroke}\"/>\
+                         <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+                        bottom + 16.0
+                    );
+                } else {
+                    let y = py(v);
+                    let _ = writeln!(
+                        o,
+                        "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{right}\" y2=\"{y:.1}\" stroke=\"{stroke}\"/>\
+                         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+                        left - 6.0,
+                        y + 4.0
+                    );
+                }
+            }
+            e += 1.0;
+        }
+    }
+    let _ = writeln!(
+        o,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">N (graphs, 3 components each)</text>",
+        (left + right) / 2.0,
+        bottom + 34.0
+    );
+    let _ = writeln!(
+        o,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 {} {})\">{ylabel}</text>",
+        x0 + 18.0,
+        (top + bottom) / 2.0,
+        x0 + 18.0,
+        (top + bottom) / 2.0
+    );
+    for (i, s) in series.iter().enumerate() {
+        let pts: Vec<String> = s
+            .points
+            .iter()
+            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .collect();
+        let dash = if s.dashed {
+            " stroke-dasharray=\"6 4\""
+        } else {
+            ""
+        };
+        if pts.len() > 1 {
+            let _ = writeln!(
+                o,
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
+                pts.join(" "),
+                s.color
+            );
+        }
+        for (x, y) in s.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0) {
+            let label = if *y >= 100.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y:.1}")
+            };
+            let _ = writeln!(
+                o,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{}\"><title>N={x}: {label}</title></circle>",
+                px(*x),
+                py(*y),
+                s.color
+            );
+            if !s.dashed {
+                let _ = writeln!(
+                    o,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{}\">{label}</text>",
+                    px(*x) + 5.0,
+                    py(*y) - 6.0,
+                    s.color
+                );
+            }
+        }
+        // Legend below the axis label.
+        let ly = bottom + 52.0 + 16.0 * (i / 2) as f64;
+        let lx = left + (i % 2) as f64 * (right - left) / 2.0;
+        let _ = writeln!(
+            o,
+            "<line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>\
+             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            lx + 22.0,
+            s.color,
+            lx + 27.0,
+            ly + 4.0,
+            s.name
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::report::{Convergence, Machine, OperatorInfo, Report, Run, SCHEMA};
+    use super::*;
+
+    #[test]
+    fn draws_points_and_floors() {
+        let run = |n: usize, s: f64, w: u64| Run {
+            n,
+            convergence: Convergence {
+                seconds: Some(s),
+                writes: w,
+                floor: w / 2,
+                floor_with_component_status: w * 3 / 4,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let report = Report {
+            schema: SCHEMA,
+            started_unix: 0,
+            quick: false,
+            machine: Machine::default(),
+            operator: OperatorInfo::default(),
+            mix: vec![],
+            runs: vec![
+                run(10, 8.0, 200),
+                run(100, 30.0, 2000),
+                run(1000, 400.0, 20000),
+            ],
+        };
+        let svg = svg(&report);
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 5);
+        assert!(svg.contains("N=1000: 400"));
+        assert!(svg.contains("stroke-dasharray"));
+    }
+}

@@ -1,0 +1,563 @@
+//! The bench's results (`report.json`) and their Markdown summary.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::audit::Tally;
+use super::process::Usage;
+
+/// Version of the report's layout.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: u32,
+    /// Unix time the bench started.
+    pub started_unix: u64,
+    pub quick: bool,
+    pub machine: Machine,
+    pub operator: OperatorInfo,
+    /// The graph rotation (manifest per position).
+    pub mix: Vec<String>,
+    pub runs: Vec<Run>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    /// The control-plane build (Kubernetes, etcd, kwok versions).
+    pub control_plane: String,
+    pub apiserver_args: Vec<String>,
+    pub rustc: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OperatorInfo {
+    /// Cargo profile of the binary (`release` or `dev`).
+    pub profile: String,
+    /// `git describe` of the measured tree.
+    pub commit: String,
+    pub args: Vec<String>,
+}
+
+/// One graph count of the matrix.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Run {
+    pub n: usize,
+    pub nodes: usize,
+    pub components: usize,
+    pub pods: i64,
+    /// Wall time of this run, control-plane start to stop.
+    pub wall_seconds: f64,
+    pub convergence: Convergence,
+    pub noop: Vec<Noop>,
+    pub amplification: Vec<Stimulus>,
+    pub churn: Option<Churn>,
+    pub footprint: Footprint,
+    /// Why this run fails the bench (never Ready, no-op writes, errors).
+    pub failures: Vec<String>,
+}
+
+/// Phase 1: apply N graphs, wait until every one is Ready.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Convergence {
+    /// First apply to the last graph observed Ready; `None` when some never were.
+    pub seconds: Option<f64>,
+    /// Submitting every graph took this long.
+    pub apply_seconds: f64,
+    pub ready: usize,
+    /// Graphs not Ready at the deadline (at most 20 named).
+    pub not_ready: Vec<String>,
+    /// Per graph, its apply to its first Ready: p50, p90, max.
+    pub per_graph_seconds: [f64; 3],
+    /// Seconds after the first apply (from the audit log and the bench's watch).
+    pub timeline: BTreeMap<String, f64>,
+    /// The operator's requests (watches included), by `verb resource`.
+    pub operator_requests: Tally,
+    /// Writes without Events.
+    pub writes: u64,
+    pub events: u64,
+    /// Occurrences of the operator's Events in the namespace after convergence, by reason.
+    pub event_reasons: BTreeMap<String, u64>,
+    /// get/list (uncached reads).
+    pub reads: u64,
+    pub watches: u64,
+    /// Objects the operator created (audit: 201 from create or apply), Events excluded.
+    pub created: u64,
+    /// Objects controlled by a graph or component after convergence, by kind.
+    pub children: BTreeMap<String, u64>,
+    pub children_total: u64,
+    /// Status writes, by resource.
+    pub status_writes: BTreeMap<String, u64>,
+    /// children + one status write per graph (the issue's floor).
+    pub floor: u64,
+    /// children + one status write per graph and per DynamoComponentDeployment.
+    pub floor_with_component_status: u64,
+    /// Every request of the phase, by user.
+    pub requests_by_user: BTreeMap<String, u64>,
+    /// CPU seconds each process spent in the phase.
+    pub cpu_seconds: BTreeMap<String, f64>,
+    pub reconciles: Reconciles,
+}
+
+impl Convergence {
+    /// Writes (no Events) over the floor.
+    pub fn ratio(&self) -> f64 {
+        ratio(self.writes, self.floor)
+    }
+    /// Writes with Events over the floor.
+    pub fn ratio_with_events(&self) -> f64 {
+        ratio(self.writes + self.events, self.floor)
+    }
+    /// Writes (no Events) over the floor that counts component status writes.
+    pub fn ratio_component_floor(&self) -> f64 {
+        ratio(self.writes, self.floor_with_component_status)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Reconciles {
+    pub dgd: u64,
+    pub dcd: u64,
+    pub errors: u64,
+}
+
+/// Phase 2: one change on every graph that must not cause writes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Noop {
+    /// `ignored` or `honoured`.
+    pub kind: String,
+    pub annotation: String,
+    /// Graph reconciles the change should cause (0 ignored, N honoured).
+    pub expected_dgd_reconciles: u64,
+    pub reconciles: Reconciles,
+    pub writes: u64,
+    pub events: u64,
+    pub reads: u64,
+    /// Every operator request but watches.
+    pub requests: Tally,
+}
+
+/// Phase 3: a change of child status, and the parent reconciles it causes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Stimulus {
+    /// `irrelevant` or `relevant`.
+    pub kind: String,
+    pub description: String,
+    /// Graphs whose children were changed (one child each).
+    pub targets: usize,
+    /// Changes the bench made (patches, Pod deletions).
+    pub changes: u64,
+    /// Deployment status writes of the controller-manager on the targets (each a child change).
+    pub deployment_status_changes: u64,
+    pub dcd_reconciles: u64,
+    /// Status writes of the targets' DynamoComponentDeployments (each a change the graph sees).
+    pub dcd_status_writes: u64,
+    pub dgd_reconciles: u64,
+    pub dgd_status_writes: u64,
+    /// The operator's writes in the phase (Events included).
+    pub operator_writes: Tally,
+}
+
+/// Phase 5: scale 10% of the components every second.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Churn {
+    pub seconds: f64,
+    pub ticks: u64,
+    /// Ticks whose patches took longer than the tick.
+    pub late_ticks: u64,
+    /// Component replica changes requested.
+    pub scale_ops: u64,
+    /// Graph patches sent (several components of one graph share one patch).
+    pub patches: u64,
+    /// End of churn until every graph and Deployment is Ready again.
+    pub reconverge_seconds: Option<f64>,
+    pub reconciles: Reconciles,
+    /// The operator's requests but watches (writes, reads).
+    pub requests: Tally,
+    pub writes: u64,
+    pub events: u64,
+    pub reads: u64,
+    /// Event occurrences the churn added, by reason.
+    pub event_reasons: BTreeMap<String, u64>,
+    /// Queue depth, max and mean over the samples, per controller.
+    pub dgd_queue_max: u64,
+    pub dgd_queue_mean: f64,
+    pub dcd_queue_max: u64,
+    pub dcd_queue_mean: f64,
+    /// (seconds since start, DGD depth, DCD depth) every 250 ms.
+    pub samples: Vec<(f64, u64, u64)>,
+}
+
+impl Churn {
+    pub fn writes_per_scale_op(&self) -> f64 {
+        ratio(self.writes, self.scale_ops)
+    }
+}
+
+/// Phase 4: the operator's memory and CPU.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Footprint {
+    /// Started, caches synced, no graphs.
+    pub idle: Usage,
+    pub converged: Usage,
+    pub after_churn: Usage,
+}
+
+fn fmt_s(v: Option<f64>) -> String {
+    v.map_or("—".to_string(), |s| format!("{s:.1} s"))
+}
+
+/// The Markdown summary of a report (also the generated part of `docs/benchmarks.md`).
+pub fn markdown(report: &Report, plot: Option<&str>) -> String {
+    let mut o = String::new();
+    let m = &report.machine;
+    let _ = writeln!(
+        o,
+        "Measured {} on {} ({} cores, {:.0} GiB RAM, Linux {}); control plane {} \
+         (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok simulated nodes), \
+         the operator's `{}` build at `{}` as a separate process ({}).{}\n",
+        unix_date(report.started_unix),
+        m.cpu,
+        m.cores,
+        m.memory_gib,
+        m.kernel,
+        m.control_plane,
+        report.operator.profile,
+        report.operator.commit,
+        report.operator.args.join(" "),
+        if report.quick {
+            " **Quick mode** (smoke test)."
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "Graphs: {} (rotation), 3 components each on average. apiserver flags: `{}`.\n",
+        report.mix.join(", "),
+        m.apiserver_args.join(" ")
+    );
+    if let Some(plot) = plot {
+        let _ = writeln!(o, "![convergence time and writes against N]({plot})\n");
+    }
+
+    let _ = writeln!(o, "### Headline\n");
+    let _ = writeln!(
+        o,
+        "| N | converge (all Ready) | writes / DGD | floor / DGD | ratio to floor | + Events | no-op writes | operator RSS (peak) |"
+    );
+    let _ = writeln!(
+        o,
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for r in &report.runs {
+        let c = &r.convergence;
+        let n = r.n.max(1) as f64;
+        let noop_writes: u64 = r.noop.iter().map(|x| x.writes + x.events).sum();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {:.1} | {:.1} | {:.2}× | {:.2}× | {} | {:.0} MiB ({:.0} MiB) |",
+            r.n,
+            fmt_s(c.seconds),
+            c.writes as f64 / n,
+            c.floor as f64 / n,
+            c.ratio(),
+            c.ratio_with_events(),
+            noop_writes,
+            r.footprint.converged.rss_mib,
+            r.footprint
+                .after_churn
+                .peak_rss_mib
+                .max(r.footprint.converged.peak_rss_mib),
+        );
+    }
+
+    for r in &report.runs {
+        run_markdown(&mut o, r);
+    }
+    o
+}
+
+fn run_markdown(o: &mut String, r: &Run) {
+    let c = &r.convergence;
+    let _ = writeln!(
+        o,
+        "\n### N = {} ({} components, {} pods, {} simulated nodes; run took {:.0} s)\n",
+        r.n, r.components, r.pods, r.nodes, r.wall_seconds
+    );
+    if !r.failures.is_empty() {
+        let _ = writeln!(o, "**Failures:**\n");
+        for f in &r.failures {
+            let _ = writeln!(o, "- {f}");
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(
+        o,
+        "**Convergence**: all {} Ready after {} (submitting took {:.1} s; per graph p50 {:.1} s, p90 {:.1} s, max {:.1} s). \
+         Reconciles: {} graph, {} component, {} errors.\n",
+        c.ready,
+        fmt_s(c.seconds),
+        c.apply_seconds,
+        c.per_graph_seconds[0],
+        c.per_graph_seconds[1],
+        c.per_graph_seconds[2],
+        c.reconciles.dgd,
+        c.reconciles.dcd,
+        c.reconciles.errors,
+    );
+    if !c.timeline.is_empty() {
+        let _ = writeln!(o, "| milestone (after the first apply) | s |");
+        let _ = writeln!(o, "| --- | ---: |");
+        let mut t: Vec<_> = c.timeline.iter().collect();
+        t.sort_by(|a, b| a.1.total_cmp(b.1));
+        for (k, v) in t {
+            let _ = writeln!(o, "| {k} | {v:.1} |");
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(
+        o,
+        "| writes | count | per DGD |\n| --- | ---: | ---: |\n\
+         | operator writes (no Events) | {} | {:.2} |\n\
+         | of which status writes | {} | {:.2} |\n\
+         | Events | {} | {:.2} |\n\
+         | objects created (audit) | {} | {:.2} |\n\
+         | children after convergence | {} | {:.2} |\n\
+         | floor: children + 1 graph status | {} | {:.2} |\n\
+         | floor: + 1 status per component | {} | {:.2} |\n\
+         | **ratio to floor** | **{:.2}×** (with Events {:.2}×; to the component floor {:.2}×) | |\n\
+         | uncached reads (get/list) | {} | {:.2} |\n\
+         | watches opened | {} | |\n",
+        c.writes,
+        per(c.writes, r.n),
+        c.status_writes.values().sum::<u64>(),
+        per(c.status_writes.values().sum(), r.n),
+        c.events,
+        per(c.events, r.n),
+        c.created,
+        per(c.created, r.n),
+        c.children_total,
+        per(c.children_total, r.n),
+        c.floor,
+        per(c.floor, r.n),
+        c.floor_with_component_status,
+        per(c.floor_with_component_status, r.n),
+        c.ratio(),
+        c.ratio_with_events(),
+        c.ratio_component_floor(),
+        c.reads,
+        per(c.reads, r.n),
+        c.watches,
+    );
+    let _ = writeln!(
+        o,
+        "Children: {}. Events by reason (occurrences): {}.\n",
+        c.children
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        c.event_reasons
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        o,
+        "<details><summary>Operator requests by verb and resource</summary>\n"
+    );
+    let _ = writeln!(o, "| request | count | per DGD |\n| --- | ---: | ---: |");
+    for (k, v) in &c.operator_requests.by_request {
+        let _ = writeln!(o, "| `{k}` | {v} | {:.2} |", per(*v, r.n));
+    }
+    let _ = writeln!(o, "\n</details>\n");
+    if !c.cpu_seconds.is_empty() {
+        let _ = writeln!(
+            o,
+            "CPU seconds during convergence: {}. Requests by user: {}.\n",
+            c.cpu_seconds
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            c.requests_by_user
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
+    if !r.noop.is_empty() {
+        let _ = writeln!(
+            o,
+            "**No-op cost** (one change on every graph, after convergence):\n\n\
+             | change | graph reconciles (expected) | component reconciles | writes | Events | uncached reads |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        for n in &r.noop {
+            let _ = writeln!(
+                o,
+                "| {} annotation `{}` | {} ({}) | {} | {} | {} | {} |",
+                n.kind,
+                n.annotation,
+                n.reconciles.dgd,
+                n.expected_dgd_reconciles,
+                n.reconciles.dcd,
+                n.writes,
+                n.events,
+                n.reads
+            );
+        }
+        let _ = writeln!(o);
+    }
+
+    if !r.amplification.is_empty() {
+        let _ = writeln!(
+            o,
+            "**Amplification** (child changes against parent reconciles; target ≤ 1 per relevant change, 0 for irrelevant):\n\n\
+             | stimulus | targets | changes made | Deployment status changes (controller-manager) | component reconciles | component status writes | graph reconciles | graph status writes | operator writes |\n\
+             | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        for s in &r.amplification {
+            let _ = writeln!(
+                o,
+                "| {}: {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                s.kind,
+                s.description,
+                s.targets,
+                s.changes,
+                s.deployment_status_changes,
+                s.dcd_reconciles,
+                s.dcd_status_writes,
+                s.dgd_reconciles,
+                s.dgd_status_writes,
+                s.operator_writes.total
+            );
+        }
+        let _ = writeln!(o);
+    }
+
+    let f = &r.footprint;
+    let _ = writeln!(
+        o,
+        "**Footprint** (operator process): idle {:.1} MiB RSS; converged {:.1} MiB (peak {:.1} MiB), \
+         {:.1} CPU s; after churn {:.1} MiB (peak {:.1} MiB), {:.1} CPU s in total.\n",
+        f.idle.rss_mib,
+        f.converged.rss_mib,
+        f.converged.peak_rss_mib,
+        f.converged.cpu_seconds,
+        f.after_churn.rss_mib,
+        f.after_churn.peak_rss_mib,
+        f.after_churn.cpu_seconds,
+    );
+
+    if let Some(ch) = &r.churn {
+        let _ = writeln!(
+            o,
+            "**Churn** ({:.0} s, 10% of components scaled every second): {} scale operations in {} graph patches \
+             ({} of {} ticks late); every graph Ready again {} after the last tick. Reconciles: {} graph, {} component, \
+             {} errors. Operator writes {} ({:.2} per scale operation) + {} Events, {} uncached reads. \
+             Queue depth max/mean: graph {}/{:.1}, component {}/{:.1}. Events by reason: {}.\n",
+            ch.seconds,
+            ch.scale_ops,
+            ch.patches,
+            ch.late_ticks,
+            ch.ticks,
+            fmt_s(ch.reconverge_seconds),
+            ch.reconciles.dgd,
+            ch.reconciles.dcd,
+            ch.reconciles.errors,
+            ch.writes,
+            ch.writes_per_scale_op(),
+            ch.events,
+            ch.reads,
+            ch.dgd_queue_max,
+            ch.dgd_queue_mean,
+            ch.dcd_queue_max,
+            ch.dcd_queue_mean,
+            ch.event_reasons
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        let _ = writeln!(
+            o,
+            "<details><summary>Operator requests during churn</summary>\n"
+        );
+        let _ = writeln!(o, "| request | count |\n| --- | ---: |");
+        for (k, v) in &ch.requests.by_request {
+            let _ = writeln!(o, "| `{k}` | {v} |");
+        }
+        let _ = writeln!(o, "\n</details>\n");
+    }
+}
+
+fn per(v: u64, n: usize) -> f64 {
+    v as f64 / n.max(1) as f64
+}
+
+/// `YYYY-MM-DD` of a Unix time.
+pub fn unix_date(secs: u64) -> String {
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(unix_date(0), "1970-01-01");
+        assert_eq!(unix_date(1_709_208_001), "2024-02-29");
+        assert_eq!(unix_date(1_796_239_622), "2026-12-02");
+    }
+
+    #[test]
+    fn renders_a_report() {
+        let report = Report {
+            schema: SCHEMA,
+            started_unix: 0,
+            quick: true,
+            machine: Machine::default(),
+            operator: OperatorInfo::default(),
+            mix: vec!["vllm-agg".into()],
+            runs: vec![Run {
+                n: 10,
+                convergence: Convergence {
+                    seconds: Some(12.0),
+                    writes: 80,
+                    floor: 70,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+        };
+        let md = markdown(&report, Some("plot.svg"));
+        assert!(md.contains("| 10 | 12.0 s | 8.0 | 7.0 | 1.14× |"), "{md}");
+        assert!(md.contains("![convergence time and writes against N](plot.svg)"));
+    }
+}
