@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod crds;
 mod dev;
+mod reliability;
 mod testenv;
 
 #[derive(Parser)]
@@ -40,6 +41,22 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Reliability suite: the operator binary on the real control plane under faults, bad input
+    /// and least privilege; reports figures, fails on a lost, duplicated or wrong object.
+    Reliability {
+        /// The CI subset (a few minutes).
+        #[arg(long)]
+        quick: bool,
+        /// Run only these scenarios (comma-separated names, as listed in the report).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Seed of every random choice (kill points, deletions, fuzz cases); printed each run.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the figures into docs/reliability.md.
+        #[arg(long)]
+        record: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -56,5 +73,16 @@ fn main() -> anyhow::Result<()> {
         Task::Dev { sample } => dev::run(sample),
         Task::Test { args } => testenv::run_tests(&args),
         Task::Bench(args) => bench::run(args),
+        Task::Reliability {
+            quick,
+            only,
+            seed,
+            record,
+        } => reliability::run(reliability::Options {
+            quick,
+            only,
+            seed,
+            record,
+        }),
     }
 }

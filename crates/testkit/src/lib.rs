@@ -33,6 +33,7 @@ pub mod audit;
 pub mod binaries;
 pub mod pki;
 pub mod process;
+mod restart;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -46,6 +47,7 @@ use serde::{Deserialize, Serialize};
 
 pub use audit::{Audit, AuditEvent, AuditMark};
 pub use binaries::Binaries;
+pub use restart::Stop;
 
 /// Errors while starting or using the control plane.
 #[derive(Debug, thiserror::Error)]

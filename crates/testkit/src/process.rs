@@ -87,6 +87,8 @@ pub struct Component {
     pub pid: u32,
     pub log: PathBuf,
     exited: Arc<Mutex<Option<ExitStatus>>>,
+    bin: PathBuf,
+    args: Vec<String>,
 }
 
 impl Component {
@@ -108,6 +110,38 @@ pub fn spawn(
 ) -> Result<Component, Error> {
     let log = log_dir.join(format!("{name}.log"));
     let out = std::fs::File::create(&log).map_err(|e| Error::io(&log, e))?;
+    start(reaper, name, bin, args, log, out)
+}
+
+impl Component {
+    /// Starts the same command again (same flags, hence the same ports and data directory),
+    /// appending to the same log; the process must have exited. Used to restart a component of
+    /// an owned control plane ([`crate::ControlPlane::restart`]).
+    pub(crate) fn respawn(&self, reaper: &Reaper) -> Result<Component, Error> {
+        let out = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&self.log)
+            .map_err(|e| Error::io(&self.log, e))?;
+        start(
+            reaper,
+            &self.name,
+            &self.bin,
+            &self.args,
+            self.log.clone(),
+            out,
+        )
+    }
+}
+
+fn start(
+    reaper: &Reaper,
+    name: &str,
+    bin: &Path,
+    args: &[String],
+    log: PathBuf,
+    out: std::fs::File,
+) -> Result<Component, Error> {
     let err = out.try_clone().map_err(|e| Error::io(&log, e))?;
     let mut cmd = Command::new(bin);
     cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
@@ -130,6 +164,8 @@ pub fn spawn(
         pid,
         log,
         exited,
+        bin: bin.to_path_buf(),
+        args: args.to_vec(),
     })
 }
 
