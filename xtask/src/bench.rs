@@ -78,8 +78,8 @@ pub struct Args {
     /// Rewrite docs/benchmarks.md and docs/benchmarks.svg (default: only for the full matrix).
     #[arg(long)]
     pub docs: Option<bool>,
-    /// Render summary, plot (and docs, with --docs=true) from an existing report.json instead
-    /// of measuring.
+    /// Render the summary and plot (and with --docs=true the docs) from an existing
+    /// report.json instead of measuring.
     #[arg(long)]
     pub render: Option<PathBuf>,
 }
@@ -96,9 +96,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         MATRIX.to_vec()
     };
     let full = !args.quick && matrix == MATRIX;
-    let docs = args.docs.unwrap_or(full);
 
     if let Some(path) = &args.render {
+        let docs = args.docs.unwrap_or(false);
         let report: Report = serde_json::from_str(
             &std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?,
@@ -106,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return publish(&root, &out, &report, docs);
     }
 
+    let docs = args.docs.unwrap_or(full);
     let profile = args
         .profile
         .clone()

@@ -35,6 +35,8 @@ use super::report::{Churn, Convergence, Noop, Reconciles, Stimulus};
 const CONCURRENCY: usize = 16;
 /// How long nothing may move before a phase counts as settled.
 const QUIET: Duration = Duration::from_secs(3);
+/// The key of the whole machine's busy CPU time among per-process CPU times.
+pub const MACHINE: &str = "(machine)";
 /// An annotation no trigger looks at.
 pub const IGNORED_ANNOTATION: &str = "bench.dynamo.example/touch";
 /// An annotation the graph trigger honours whose value changes nothing for a graph on the
@@ -99,11 +101,15 @@ impl<'a> Session<'a> {
     }
 
     /// CPU seconds of every watched process now.
+    /// The whole machine's busy time is included as [`MACHINE`].
     pub fn cpu(&self) -> BTreeMap<String, f64> {
-        self.processes
+        let mut cpu: BTreeMap<String, f64> = self
+            .processes
             .iter()
             .map(|(name, pid)| (name.clone(), super::process::cpu_seconds(*pid)))
-            .collect()
+            .collect();
+        cpu.insert(MACHINE.to_string(), super::process::machine_busy_seconds());
+        cpu
     }
 
     /// Waits until the operator is quiet for [`QUIET`]; false at the deadline.

@@ -285,6 +285,23 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(14) + ticks(15)) / clock_ticks()
 }
 
+/// CPU seconds the whole machine spent busy (every CPU, since boot), from `/proc/stat`.
+pub fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...; busy is everything but idle and iowait.
+    let total: f64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3).copied().unwrap_or(0.0) + ticks.get(4).copied().unwrap_or(0.0);
+    (total - idle) / clock_ticks()
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`, 100 on Linux in practice).
 fn clock_ticks() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
@@ -326,5 +343,6 @@ mod tests {
         let u = usage(std::process::id());
         assert!(u.rss_mib > 0.0 && u.peak_rss_mib >= u.rss_mib);
         assert!(u.cpu_seconds >= 0.0);
+        assert!(machine_busy_seconds() >= u.cpu_seconds);
     }
 }

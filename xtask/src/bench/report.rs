@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::audit::Tally;
+use super::phases::MACHINE;
 use super::process::Usage;
 
 /// Version of the report's layout.
@@ -384,14 +385,26 @@ fn run_markdown(o: &mut String, r: &Run) {
     }
     let _ = writeln!(o, "\n</details>\n");
     if !c.cpu_seconds.is_empty() {
+        let machine = c.cpu_seconds.get(MACHINE).copied();
+        let ours: f64 = c
+            .cpu_seconds
+            .iter()
+            .filter(|(k, _)| k.as_str() != MACHINE)
+            .map(|(_, v)| v)
+            .sum();
         let _ = writeln!(
             o,
-            "CPU seconds during convergence: {}. Requests by user: {}.\n",
+            "CPU seconds during convergence: {}{}. Requests by user: {}.\n",
             c.cpu_seconds
                 .iter()
+                .filter(|(k, _)| k.as_str() != MACHINE)
                 .map(|(k, v)| format!("{k} {v:.1}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+            machine.map_or(String::new(), |m| format!(
+                "; the machine was busy {m:.1} CPU s in all ({:.1} CPU s outside the bench's processes)",
+                (m - ours).max(0.0)
+            )),
             c.requests_by_user
                 .iter()
                 .map(|(k, v)| format!("{k} {v}"))
@@ -422,6 +435,19 @@ fn run_markdown(o: &mut String, r: &Run) {
             );
         }
         let _ = writeln!(o);
+        for n in r.noop.iter().filter(|n| n.requests.total > 0) {
+            let _ = writeln!(
+                o,
+                "Requests after the {} annotation: {}.\n",
+                n.kind,
+                n.requests
+                    .by_request
+                    .iter()
+                    .map(|(k, v)| format!("`{k}` {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
 
     if !r.amplification.is_empty() {
@@ -467,12 +493,13 @@ fn run_markdown(o: &mut String, r: &Run) {
     if let Some(ch) = &r.churn {
         let _ = writeln!(
             o,
-            "**Churn** ({:.0} s, 10% of components scaled every second): {} scale operations in {} graph patches \
+            "**Churn** ({:.0} s, 10% of components scaled every second): {} scale operations ({:.0}/s) in {} graph patches \
              ({} of {} ticks late); every graph Ready again {} after the last tick. Reconciles: {} graph, {} component, \
              {} errors. Operator writes {} ({:.2} per scale operation) + {} Events, {} uncached reads. \
              Queue depth max/mean: graph {}/{:.1}, component {}/{:.1}. Events by reason: {}.\n",
             ch.seconds,
             ch.scale_ops,
+            ch.scale_ops as f64 / ch.seconds.max(1.0),
             ch.patches,
             ch.late_ticks,
             ch.ticks,
