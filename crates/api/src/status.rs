@@ -8,6 +8,7 @@ use kit::conditions::{self, Status};
 use crate::checkpoint::{DynamoCheckpointPhase, DynamoCheckpointStatus};
 use crate::common::DgdState;
 use crate::dcd::{CONDITION_AVAILABLE, DynamoComponentDeploymentStatus};
+use crate::scaling_adapter::DynamoGraphDeploymentScalingAdapterStatus;
 use crate::v1beta1::DynamoGraphDeploymentStatus;
 
 impl ReconcileStatus for DynamoGraphDeploymentStatus {
@@ -52,5 +53,16 @@ impl ReconcileStatus for DynamoCheckpointStatus {
     fn set_failed(&mut self, _generation: i64, _reason: &str, message: &str) {
         self.phase = Some(DynamoCheckpointPhase::Failed);
         self.message = Some(message.to_string());
+    }
+}
+
+impl ReconcileStatus for DynamoGraphDeploymentScalingAdapterStatus {
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+
+    /// `observedGeneration` at `generation` (the caller sets `Ready=False`).
+    fn set_failed(&mut self, generation: i64, _reason: &str, _message: &str) {
+        self.observed_generation = Some(generation);
     }
 }

@@ -56,12 +56,16 @@
 //! `observedGeneration ≥ generation` and `Available=True`.
 //!
 //! # Replica ownership
-//! The applied workload carries `spec.replicas` only when this controller owns the count: the
-//! DCD sets `replicas` and its component has no `scalingAdapter`. Otherwise the field is left
-//! out of the applied configuration, so server-side apply keeps whatever another manager (the
-//! scaling adapter, an HPA, a user with `kubectl scale`) set, and a new Deployment starts with
-//! the API default of 1. (Upstream always writes the DCD's value, or `nil`, which resets a
-//! foreign scale; see [`applied_replicas`].)
+//! The applied workload carries the DCD's `spec.replicas` whenever the DCD sets it, whoever set
+//! it: the graph, or (for a component with `scalingAdapter`) the scaling adapter's controller,
+//! which owns that DCD field. A foreign edit of the workload's replicas (`kubectl edit`,
+//! `kubectl scale deployment`) changes its generation, triggers this controller and is
+//! restored once. An unset count is left out of the applied configuration, so server-side
+//! apply keeps whatever another manager set and a new Deployment starts with the API default of
+//! 1; except that a component with `scalingAdapter` whose DCD count is unset (the adapter has
+//! not written it yet) keeps the live workload's count ([`held_replicas`]), so enabling an
+//! adapter never drops a running component to 1. (Upstream always writes the DCD's value, or
+//! `nil`, which resets a foreign scale; see [`applied_replicas`].)
 //!
 //! # What is rendered
 //! **Deployment** `<dcd>`: labels = the DCD's labels, the pod template's labels, and
@@ -139,5 +143,5 @@ pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
 };
-pub use render::{Rendered, Workload, applied_replicas, render};
+pub use render::{Rendered, Workload, applied_replicas, held_replicas, hold_replicas, render};
 pub use status::{deployment_ready, leader_worker_set_ready};

@@ -19,7 +19,8 @@ use kube::api::DynamicObject;
 
 use crate::ensure::{Change, EnsureError, controller_of, ensure};
 use crate::render::{
-    Identity, Workload, engine_gpus, leader_worker_set_resource, render, service_name,
+    Identity, Workload, applied_replicas, engine_gpus, held_replicas, hold_replicas,
+    leader_worker_set_resource, render, service_name,
 };
 use crate::status::{
     REASON_DEPLOYMENT_NOT_READY, REASON_DEPLOYMENT_READY, REASON_LEADER_WORKER_SET_NOT_READY,
@@ -186,7 +187,14 @@ impl DcdReconciler {
         }
 
         let identity = Identity::resolve(dcd);
-        let rendered = render(dcd);
+        let mut rendered = render(dcd);
+        if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {
+            let live = match self.live_replicas(dcd, &rendered.workload).await {
+                Ok(live) => live,
+                Err(error) => return Err(Box::new(fail(out, generation, error))),
+            };
+            hold_replicas(&mut rendered.workload, held_replicas(dcd, live));
+        }
         let step = match rendered.workload {
             Workload::Deployment(desired) => self
                 .ensure_deployment(dcd, *desired, &identity, &mut out)
@@ -224,6 +232,34 @@ impl DcdReconciler {
         conditions::set(&mut out.status.conditions, available);
         transition_events(&previous, &mut out);
         Ok(out)
+    }
+
+    /// The live workload's `spec.replicas`, for [`held_replicas`].
+    async fn live_replicas(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        workload: &Workload,
+    ) -> Result<Option<i32>, Error> {
+        let (child, ar, name) = match workload {
+            Workload::Deployment(d) => (Child::Deployment, resource::<Deployment>(), d.name_any()),
+            Workload::LeaderWorkerSet(l) => (
+                Child::LeaderWorkerSet,
+                leader_worker_set_resource(),
+                l.name_any(),
+            ),
+        };
+        let live = self
+            .reader
+            .get_dynamic(&ar, dcd.namespace().as_deref(), &name)
+            .await
+            .map_err(Error::sync(child, "read", &name))?;
+        Ok(live
+            .and_then(|o| {
+                o.data
+                    .pointer("/spec/replicas")
+                    .and_then(serde_json::Value::as_i64)
+            })
+            .and_then(|r| i32::try_from(r).ok()))
     }
 
     async fn ensure_deployment(

@@ -324,13 +324,14 @@ async fn a_changed_spec_updates_the_deployment_and_removed_fields_go() {
 }
 
 #[tokio::test]
-async fn replicas_owned_by_a_scaling_adapter_are_kept() {
+async fn replicas_a_scaling_adapter_wrote_are_applied_and_restored() {
     let mut w = worker();
     w.spec.component.replicas = Some(2);
     w.spec.component.scaling_adapter = Some(ScalingAdapter {});
     let (d, r) = setup(w);
     pass(&d, &r, WORKER).await.unwrap();
-    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, None);
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(2));
+    // `kubectl edit deployment`: the DCD's count (the adapter's) comes back, once.
     merge_patch(
         &d,
         &resource::<Deployment>(),
@@ -340,12 +341,76 @@ async fn replicas_owned_by_a_scaling_adapter_are_kept() {
     .await;
     clear(&d);
     pass(&d, &r, WORKER).await.unwrap();
-    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(5));
-    assert!(
-        d.writes().iter().all(|w| w.verb == Verb::ApplyStatus),
-        "{:?}",
-        d.writes()
-    );
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(2));
+    assert_eq!(d.event_reasons(), ["DeploymentUpdated"]);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert!(writes_of(&d, Verb::Apply).is_empty(), "{:?}", d.writes());
+    // Scaled to zero and back from zero through the DCD.
+    for replicas in [0, 3] {
+        let mut w = dcd(&d, WORKER);
+        w.spec.component.replicas = Some(replicas);
+        w.metadata.generation = Some(w.metadata.generation.unwrap() + 1);
+        d.insert(w);
+        pass(&d, &r, WORKER).await.unwrap();
+        assert_eq!(
+            deployment(&d, WORKER).spec.unwrap().replicas,
+            Some(replicas)
+        );
+    }
+}
+
+#[tokio::test]
+async fn enabling_a_scaling_adapter_holds_the_running_count() {
+    let mut w = worker();
+    w.spec.component.replicas = Some(4);
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(4));
+    // The graph enabled the adapter and stopped applying the DCD's replicas; the adapter's
+    // controller has not written them yet.
+    let mut w = dcd(&d, WORKER);
+    w.spec.component.replicas = None;
+    w.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    w.metadata.generation = Some(2);
+    d.insert(w);
+    clear(&d);
+    pass(&d, &r, WORKER).await.unwrap();
+    // Not dropped (server-side apply would remove a field its manager stops applying).
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, Some(4));
+    assert!(writes_of(&d, Verb::Apply).is_empty(), "{:?}", d.writes());
+    // Without an adapter an unset count is left out: the field goes back to the API default.
+    let mut w = dcd(&d, WORKER);
+    w.spec.component.scaling_adapter = None;
+    w.metadata.generation = Some(3);
+    d.insert(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, None);
+}
+
+#[tokio::test]
+async fn a_new_adapter_component_without_replicas_starts_at_the_api_default() {
+    let mut w = worker();
+    w.spec.component.replicas = None;
+    w.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    let (d, r) = setup(w);
+    pass(&d, &r, WORKER).await.unwrap();
+    assert_eq!(deployment(&d, WORKER).spec.unwrap().replicas, None);
+}
+
+#[tokio::test]
+async fn a_failed_read_of_the_held_count_is_the_deployments_failure() {
+    let mut w = worker();
+    w.spec.component.replicas = None;
+    w.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    let (d, r) = setup(w);
+    d.fail_next(Verb::Get, "Deployment", kit::Error::Forbidden("no".into()));
+    assert!(pass(&d, &r, WORKER).await.is_err());
+    let available = conditions::find(&status(&d, WORKER).conditions, CONDITION_AVAILABLE)
+        .unwrap()
+        .clone();
+    assert_eq!(available.reason, REASON_DEPLOYMENT_SYNC_FAILED);
+    assert!(d.objects::<Deployment>().is_empty());
 }
 
 #[tokio::test]

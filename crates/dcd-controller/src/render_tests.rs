@@ -773,7 +773,7 @@ fn strategy_defaults_and_annotations() {
 }
 
 #[test]
-fn replicas_are_applied_only_when_this_controller_owns_them() {
+fn replicas_are_applied_whenever_the_dcd_sets_them() {
     let replicas = |dcd: &DynamoComponentDeployment| deployment_of(dcd).spec.unwrap().replicas;
     let mut dcd = worker();
     dcd.spec.component.replicas = Some(3);
@@ -783,14 +783,47 @@ fn replicas_are_applied_only_when_this_controller_owns_them() {
     assert_eq!(replicas(&dcd), Some(0));
     dcd.spec.component.replicas = None;
     assert_eq!(replicas(&dcd), None);
-    dcd.spec.component.replicas = Some(3);
-    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
-    assert_eq!(replicas(&dcd), None);
     let body = serde_json::to_value(deployment_of(&dcd)).unwrap();
     assert!(
         body["spec"].get("replicas").is_none(),
         "left out of the applied body"
     );
+    // A scaling adapter's count (written into the DCD by its controller) is applied too.
+    dcd.spec.component.replicas = Some(3);
+    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    assert_eq!(replicas(&dcd), Some(3));
+}
+
+#[test]
+fn an_unset_adapter_count_holds_the_live_one() {
+    let mut dcd = worker();
+    dcd.spec.component.replicas = None;
+    assert_eq!(held_replicas(&dcd, Some(4)), None, "no adapter: left out");
+    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    assert_eq!(held_replicas(&dcd, Some(4)), Some(4));
+    assert_eq!(held_replicas(&dcd, Some(0)), Some(0));
+    assert_eq!(
+        held_replicas(&dcd, None),
+        None,
+        "no live workload: API default"
+    );
+    dcd.spec.component.replicas = Some(2);
+    assert_eq!(held_replicas(&dcd, Some(4)), Some(2), "a set count wins");
+    dcd.spec.component.replicas = None;
+    let mut workload = render(&dcd).workload;
+    hold_replicas(&mut workload, Some(4));
+    let Workload::Deployment(dep) = &workload else {
+        panic!()
+    };
+    assert_eq!(dep.spec.as_ref().unwrap().replicas, Some(4));
+    let mut multinode = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
+    multinode.spec.component.replicas = None;
+    let mut workload = render(&multinode).workload;
+    hold_replicas(&mut workload, Some(2));
+    let Workload::LeaderWorkerSet(lws) = &workload else {
+        panic!()
+    };
+    assert_eq!(lws.data["spec"]["replicas"], 2);
 }
 
 #[test]
@@ -929,8 +962,8 @@ fn multinode_renders_a_leader_worker_set() {
     }
     let svc = r.service.unwrap();
     assert_eq!(svc.spec.unwrap().selector.unwrap()["role"], "leader");
-    // The replica ownership rule applies to the LeaderWorkerSet too.
-    dcd.spec.component.scaling_adapter = Some(ScalingAdapter {});
+    // The replica rule applies to the LeaderWorkerSet too: an unset count is left out.
+    dcd.spec.component.replicas = None;
     let Workload::LeaderWorkerSet(lws) = render(&dcd).workload else {
         panic!()
     };

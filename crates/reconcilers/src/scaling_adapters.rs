@@ -12,6 +12,7 @@
 //! | adapter exists, labels / dgdRef / owner drifted | merge-patch those fields only | `AdapterUpdated` |
 //! | adapter exists and matches | nothing (no request) | none |
 //! | component dropped `scalingAdapter`, or left the graph | delete (uid precondition) | `AdapterDeleted` |
+//! | ... and the component's `replicas` (default 1) differ from the deleted adapter's | (the graph's count applies from now on) | Warning `ReplicasHandedBack` |
 //!
 //! Adapters controlled by another object are never touched. Owned fields are compared before
 //! writing rather than server-side applied: the seed is written by a create, and an apply by the
@@ -42,6 +43,9 @@ pub const EVENT_ADAPTER_CREATED: &str = "AdapterCreated";
 pub const EVENT_ADAPTER_UPDATED: &str = "AdapterUpdated";
 /// Event: an adapter was deleted.
 pub const EVENT_ADAPTER_DELETED: &str = "AdapterDeleted";
+/// Warning event: a component dropped `scalingAdapter` and its replicas jump from the adapter's
+/// count to the graph's.
+pub const EVENT_REPLICAS_HANDED_BACK: &str = "ReplicasHandedBack";
 
 /// Why the scaling adapters step failed.
 #[derive(Debug, thiserror::Error)]
@@ -112,7 +116,11 @@ impl ScalingAdapters {
             match (component.scaling_adapter.is_some(), current) {
                 (true, None) => self.create(dgd, component, &owner, out).await?,
                 (true, Some(current)) => self.ensure(dgd, component, &owner, &current, out).await?,
-                (false, Some(current)) => self.delete(dgd, &current, out).await?,
+                (false, Some(current)) => {
+                    if self.delete(dgd, &current, out).await? {
+                        handed_back(component, &current, out);
+                    }
+                }
                 (false, None) => {}
             }
         }
@@ -222,9 +230,9 @@ impl ScalingAdapters {
         dgd: &DynamoGraphDeployment,
         adapter: &DynamoGraphDeploymentScalingAdapter,
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<(), Error> {
+    ) -> Result<bool, Error> {
         if !controlled_by(&adapter.metadata, dgd) || adapter.metadata.deletion_timestamp.is_some() {
-            return Ok(());
+            return Ok(false);
         }
         let name = adapter.name_any();
         let preconditions = Preconditions {
@@ -241,7 +249,7 @@ impl ScalingAdapters {
             )
             .await;
         match deleted {
-            Ok(Deleted::NotFound) => Ok(()),
+            Ok(Deleted::NotFound) => Ok(false),
             Ok(_) => {
                 let component = adapter.spec.dgd_ref.component_name.clone();
                 tracing::info!(adapter = %name, %component, "deleted scaling adapter");
@@ -249,12 +257,33 @@ impl ScalingAdapters {
                     EVENT_ADAPTER_DELETED,
                     format!("Deleted scaling adapter {name} for component {component}"),
                 );
-                Ok(())
+                Ok(true)
             }
             // Replaced by a new object of the same name since it was read: not ours to delete.
-            Err(e) if e.is_conflict() => Ok(()),
+            Err(e) if e.is_conflict() => Ok(false),
             Err(source) => Err(Error::Write { name, source }),
         }
+    }
+}
+
+/// Warn when a component that dropped `scalingAdapter` changes count: from now on its
+/// `replicas` (default 1) apply, and the deleted adapter held another count.
+fn handed_back(
+    component: &DynamoComponentDeploymentSharedSpec,
+    adapter: &DynamoGraphDeploymentScalingAdapter,
+    out: &mut Outcome<DynamoGraphDeploymentStatus>,
+) {
+    let graph = component.replicas.unwrap_or(1);
+    let adapter_replicas = adapter.spec.replicas;
+    if graph != adapter_replicas {
+        tracing::warn!(component = %component.name, from = adapter_replicas, to = graph, "replicas handed back to the graph");
+        out.warning(
+            EVENT_REPLICAS_HANDED_BACK,
+            format!(
+                "Component {} no longer has a scaling adapter: its replicas go from the adapter's {adapter_replicas} to the graph's {graph}",
+                component.name
+            ),
+        );
     }
 }
 
@@ -453,6 +482,38 @@ mod tests {
         let out = pass(&d, &removed).await.unwrap();
         assert_eq!(reasons(&out.events), [EVENT_ADAPTER_DELETED]);
         assert!(adapter(&d).is_none());
+    }
+
+    #[tokio::test]
+    async fn handing_replicas_back_at_another_count_warns() {
+        let d = Double::new();
+        let g = graph(&d, Some(2));
+        pass(&d, &g).await.unwrap();
+        let mut a = adapter(&d).unwrap();
+        a.spec.replicas = 5;
+        d.insert(a);
+        let mut opted_out = g.clone();
+        opted_out.spec.components[1].scaling_adapter = None;
+        let out = pass(&d, &opted_out).await.unwrap();
+        assert_eq!(
+            reasons(&out.events),
+            [EVENT_ADAPTER_DELETED, EVENT_REPLICAS_HANDED_BACK]
+        );
+        assert!(
+            out.events[1]
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("from the adapter's 5 to the graph's 2")
+        );
+        // The user carried the count over: no warning.
+        pass(&d, &g).await.unwrap();
+        let mut a = adapter(&d).unwrap();
+        a.spec.replicas = 5;
+        d.insert(a);
+        opted_out.spec.components[1].replicas = Some(5);
+        let out = pass(&d, &opted_out).await.unwrap();
+        assert_eq!(reasons(&out.events), [EVENT_ADAPTER_DELETED]);
     }
 
     #[tokio::test]
