@@ -432,6 +432,31 @@ async fn a_worker_change_is_refused_with_a_warning_after_the_record_write() {
 }
 
 #[tokio::test]
+async fn replicas_owned_by_a_scaling_adapter_are_not_scaled_by_the_graph() {
+    let d = Double::new();
+    let mut g = graph();
+    g.spec.components[0].scaling_adapter = Some(Default::default());
+    d.insert(g);
+    let p = program(&d);
+    pass(&d, &p).await.unwrap();
+    grove(&d, None);
+    // The adapter's controller scaled the child; the graph's value does not come back.
+    let mut clique: PodClique = d.object(Some(NS), "g-0-frontend").unwrap();
+    clique.spec.clique.replicas = 4;
+    d.insert(clique);
+    edit(&d, |g| g.spec.components[0].replicas = Some(3));
+    d.clear_writes();
+    pass(&d, &p).await.unwrap();
+    assert!(
+        d.writes().iter().all(|w| w.verb != Verb::Scale),
+        "{:?}",
+        d.writes()
+    );
+    let clique: PodClique = d.object(Some(NS), "g-0-frontend").unwrap();
+    assert_eq!(clique.spec.clique.replicas, 4);
+}
+
+#[tokio::test]
 async fn replicas_change_through_the_scale_subresource_once_the_child_exists() {
     let d = Double::new();
     d.insert(graph());

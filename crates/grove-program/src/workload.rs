@@ -11,7 +11,8 @@
 //! - **Scale.** After creation, replicas change through the `scale` subresource of the
 //!   PodClique (single-node) or PodCliqueScalingGroup (scaling-group component) Grove created,
 //!   never through the PodCliqueSet template (rendering keeps the template's counts). A
-//!   component is scaled when it sets `replicas` (or waits for its checkpoint: then 0) and its
+//!   component is scaled when it sets `replicas` and has no `scalingAdapter` (an adapter's
+//!   controller owns that count), or waits for its checkpoint (then 0), and its
 //!   child's `spec.replicas` differs; skipped, as upstream, in the pass that wrote the
 //!   PodCliqueSet (Grove has not synced its children yet). A child that does not exist yet is
 //!   waited for, not an error: its readiness says `resource not found`, and the step asks to
@@ -454,7 +455,9 @@ impl PodCliqueSetWorkload {
         for target in targets {
             let component = target.component;
             let gated = waiting.contains(&component.name);
-            if component.replicas.is_none() && !gated {
+            // A scaling adapter owns the count (its controller scales the child), except
+            // while the component waits for its checkpoint at zero.
+            if (component.replicas.is_none() || component.scaling_adapter.is_some()) && !gated {
                 continue;
             }
             let desired = if gated {
