@@ -22,6 +22,7 @@ pub mod grove;
 pub mod labels;
 pub mod scaling_adapter;
 mod schema;
+#[cfg(feature = "reconcile")]
 mod status;
 pub mod v1alpha1;
 pub mod v1beta1;
