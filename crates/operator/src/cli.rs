@@ -185,6 +185,15 @@ pub struct RunArgs {
         global = true
     )]
     pub checkpoint_concurrency: u16,
+
+    /// Concurrent reconciles of DynamoGraphDeploymentScalingAdapters.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_DGDSA_CONCURRENCY",
+        default_value_t = 4,
+        global = true
+    )]
+    pub dgdsa_concurrency: u16,
 }
 
 impl RunArgs {

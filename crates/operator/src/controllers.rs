@@ -6,6 +6,7 @@
 //! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter |
 //! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service |
 //! | dynamocheckpoint | DynamoCheckpoint | Job (label-selected), ConfigMap (the artifact record) |
+//! | dynamographdeploymentscalingadapter | DynamoGraphDeploymentScalingAdapter | DynamoComponentDeployment, DynamoGraphDeployment (and PodClique, PodCliqueScalingGroup with Grove), mapped to the adapters naming their graph and component |
 //!
 //! The graph's other children (its ServiceAccounts, Roles, RoleBindings, PVCs and claim
 //! templates) are watched with the label selector `nvidia.com/dynamo-graph-deployment-name`
@@ -55,6 +56,8 @@ use crate::triggers::{self, ControllerName};
 pub const DGD_MANAGER: &str = "dynamo-operator/dgd";
 /// The field manager of the DCD controller.
 pub const DCD_MANAGER: &str = dcd_controller::FIELD_MANAGER;
+/// The field manager of the scaling adapter controller (DCD and Grove replicas, adapter status).
+pub const DGDSA_MANAGER: &str = scaling_controller::FIELD_MANAGER;
 
 /// Optional APIs the cluster serves, discovered at start-up.
 #[derive(Clone, Copy, Debug, Default)]
@@ -272,6 +275,7 @@ pub fn build(
         dgd_controller(&wiring)?,
         dcd_controller(&wiring)?,
         checkpoint_controller(&wiring)?,
+        dgdsa_controller(&wiring)?,
     ])
 }
 
@@ -447,6 +451,137 @@ fn checkpoint_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()
                     &ctx.metrics,
                     ckpt.as_ref(),
                     ctx.reconciler.reconcile(ckpt.as_ref()),
+                )
+                .await
+            },
+            ctx,
+        )
+        .boxed())
+}
+
+struct DgdsaContext {
+    reconciler: scaling_controller::ScalingAdapterReconciler,
+    graphs: Store<DynamoGraphDeployment>,
+    selective: bool,
+    metrics: ControllerMetrics,
+}
+
+/// The adapters an object of a [`triggers::Enqueue::ScalingAdapters`] row enqueues: those in its
+/// namespace whose `spec.dgdRef` names its graph (a graph itself, else its graph label) and, when
+/// it carries the component label, that component.
+fn adapters_of<K: Resource<DynamicType = ()>>(
+    object: &K,
+    adapters: &Store<DynamoGraphDeploymentScalingAdapter>,
+) -> Vec<kube::runtime::reflector::ObjectRef<DynamoGraphDeploymentScalingAdapter>> {
+    let graph = if K::kind(&()) == DynamoGraphDeployment::kind(&()) {
+        Some(object.name_any())
+    } else {
+        object.labels().get(GRAPH_LABEL).cloned()
+    };
+    let (Some(graph), Some(ns)) = (graph, object.namespace()) else {
+        return Vec::new();
+    };
+    let component = object.labels().get(api::labels::DYNAMO_COMPONENT);
+    adapters
+        .state()
+        .iter()
+        .filter(|a| a.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|a| a.spec.dgd_ref.name == graph)
+        .filter(|a| component.is_none_or(|c| &a.spec.dgd_ref.component_name == c))
+        .map(|a| kube::runtime::reflector::ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}
+
+/// A mapper of a [`triggers::Enqueue::ScalingAdapters`] row that counts what it enqueues.
+fn adapter_mapper<K: Resource<DynamicType = ()>>(
+    adapters: Store<DynamoGraphDeploymentScalingAdapter>,
+    metrics: ControllerMetrics,
+) -> impl Fn(Arc<K>) -> Vec<kube::runtime::reflector::ObjectRef<DynamoGraphDeploymentScalingAdapter>>
++ Send
++ Sync
++ 'static {
+    move |object: Arc<K>| {
+        let refs = adapters_of(object.as_ref(), &adapters);
+        for r in &refs {
+            metrics.enqueued(format!(
+                "{}/{}",
+                r.namespace.as_deref().unwrap_or_default(),
+                r.name
+            ));
+        }
+        refs
+    }
+}
+
+fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
+    let name = ControllerName::Dgdsa;
+    let metrics = w
+        .metrics
+        .controller(name.as_str(), w.args.dgdsa_concurrency);
+    // Every kind is shared with the graph and DCD controllers' watches.
+    let store = w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
+    w.watch::<DynamoComponentDeployment>(Scope::All)?;
+    let graphs = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
+    if w.served.pod_clique_sets {
+        w.watch::<PodClique>(Scope::Graph)?;
+        w.watch::<PodCliqueScalingGroup>(Scope::Graph)?;
+    }
+
+    let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
+    let (writer, status_writer) = w.writers(DGDSA_MANAGER);
+    let mut reconciler = scaling_controller::ScalingAdapterReconciler::new(reader, writer);
+    if w.served.pod_clique_sets {
+        reconciler = reconciler.with_grove();
+    }
+
+    let mut controller = Controller::for_shared_stream(
+        w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?,
+        store.clone(),
+    )
+    .watches_shared_stream(
+        w.trigger::<DynamoComponentDeployment>(name, &metrics)?,
+        adapter_mapper::<DynamoComponentDeployment>(store.clone(), metrics.clone()),
+    )
+    .watches_shared_stream(
+        w.trigger::<DynamoGraphDeployment>(name, &metrics)?,
+        adapter_mapper::<DynamoGraphDeployment>(store.clone(), metrics.clone()),
+    );
+    if w.served.pod_clique_sets {
+        controller = controller
+            .watches_shared_stream(
+                w.trigger::<PodClique>(name, &metrics)?,
+                adapter_mapper::<PodClique>(store.clone(), metrics.clone()),
+            )
+            .watches_shared_stream(
+                w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
+                adapter_mapper::<PodCliqueScalingGroup>(store.clone(), metrics.clone()),
+            );
+    }
+    let controller = controller
+        .with_config(w.config(w.args.dgdsa_concurrency))
+        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+    let ctx = Arc::new(DgdsaContext {
+        reconciler,
+        graphs,
+        selective: w.args.selector.is_some(),
+        metrics,
+    });
+    Ok(Runner::new(controller, status_writer, w.events.clone())
+        .run(
+            |adapter: Arc<DynamoGraphDeploymentScalingAdapter>, ctx: Arc<DgdsaContext>| async move {
+                // With `--selector`, adapters of graphs this operator does not select belong to
+                // another instance: left as they are.
+                let graph = kube::runtime::reflector::ObjectRef::new(&adapter.spec.dgd_ref.name)
+                    .within(&adapter.namespace().unwrap_or_default());
+                if ctx.selective && ctx.graphs.get(&graph).is_none() {
+                    return Ok(kit::Outcome::new(
+                        adapter.status.clone().unwrap_or_default(),
+                    ));
+                }
+                measured(
+                    &ctx.metrics,
+                    adapter.as_ref(),
+                    ctx.reconciler.reconcile(adapter.as_ref()),
                 )
                 .await
             },

@@ -32,6 +32,8 @@ pub enum ControllerName {
     Dcd,
     /// DynamoCheckpoint.
     Checkpoint,
+    /// DynamoGraphDeploymentScalingAdapter.
+    Dgdsa,
 }
 
 impl ControllerName {
@@ -40,6 +42,7 @@ impl ControllerName {
             Self::Dgd => "dynamographdeployment",
             Self::Dcd => "dynamocomponentdeployment",
             Self::Checkpoint => "dynamocheckpoint",
+            Self::Dgdsa => "dynamographdeploymentscalingadapter",
         }
     }
 }
@@ -53,6 +56,11 @@ pub enum Enqueue {
     ControllerOwner,
     /// The value of this label names the primary (same namespace).
     Label(&'static str),
+    /// The DynamoGraphDeploymentScalingAdapters (same namespace) whose `spec.dgdRef` names the
+    /// object's graph (a graph itself, else its `nvidia.com/dynamo-graph-deployment-name` label)
+    /// and, when the object carries `nvidia.com/dynamo-component`, that component. Several
+    /// primaries, so [`primary_key`] has none; the wiring maps and counts them.
+    ScalingAdapters,
 }
 
 /// One watch.
@@ -259,6 +267,58 @@ pub const TRIGGERS: &[Trigger] = &[
         enqueue: Enqueue::Label("nvidia.com/checkpoint-name"),
         note: "the artifact record: its deletion means the artifact is gone (recapture); an edit of its identifying fields is restored. ConfigMaps are one watch shared with the graph controller, so it is not label-selected",
     },
+    Trigger {
+        controller: ControllerName::Dgdsa,
+        kind: "nvidia.com/v1beta1/DynamoGraphDeploymentScalingAdapter",
+        fields: &["/metadata/generation", "/metadata/deletionTimestamp"],
+        enqueue: Enqueue::Itself,
+        note: "spec.replicas (a `/scale` write by kubectl, an HPA, KEDA or the Planner) and dgdRef; never our own status writes",
+    },
+    Trigger {
+        controller: ControllerName::Dgdsa,
+        kind: "nvidia.com/v1beta1/DynamoComponentDeployment",
+        fields: &[
+            "/spec/replicas",
+            "/status/observedGeneration",
+            "/status/component/replicas",
+        ],
+        enqueue: Enqueue::ScalingAdapters,
+        note: "the component's workloads: a new one (worker generation) gets the count, a foreign edit of the count is restored, the current replicas are reported",
+    },
+    Trigger {
+        controller: ControllerName::Dgdsa,
+        kind: "nvidia.com/v1beta1/DynamoGraphDeployment",
+        fields: &[
+            "/metadata/deletionTimestamp",
+            "/metadata/annotations/nvidia.com~1workload-provider",
+            "/spec/components",
+            "/status/checkpoints",
+        ],
+        enqueue: Enqueue::ScalingAdapters,
+        note: "what decides whether the adapter may scale: the component and its scalingAdapter opt-in, the provider record, checkpoint readiness",
+    },
+    Trigger {
+        controller: ControllerName::Dgdsa,
+        kind: "grove.io/v1alpha1/PodClique",
+        fields: &[
+            "/spec/replicas",
+            "/status/observedGeneration",
+            "/status/replicas",
+        ],
+        enqueue: Enqueue::ScalingAdapters,
+        note: "a single-node component's Grove child (only when grove.io is served): created by Grove, scaled through `/scale`, its replicas reported",
+    },
+    Trigger {
+        controller: ControllerName::Dgdsa,
+        kind: "grove.io/v1alpha1/PodCliqueScalingGroup",
+        fields: &[
+            "/spec/replicas",
+            "/status/observedGeneration",
+            "/status/replicas",
+        ],
+        enqueue: Enqueue::ScalingAdapters,
+        note: "a scaling-group component's Grove child (only when grove.io is served), as for PodCliques",
+    },
 ];
 
 /// The rows of one controller.
@@ -287,6 +347,7 @@ pub fn primary_key<K: Resource>(object: &K, rule: Enqueue) -> Option<String> {
             .find(|o| o.controller == Some(true))
             .map(|o| format!("{ns}/{}", o.name)),
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
+        Enqueue::ScalingAdapters => None,
     }
 }
 
@@ -422,6 +483,10 @@ pub fn markdown() -> String {
             Enqueue::Itself => "itself".to_string(),
             Enqueue::ControllerOwner => "its controller owner".to_string(),
             Enqueue::Label(l) => format!("named by label `{l}`"),
+            Enqueue::ScalingAdapters => {
+                "the scaling adapters whose `spec.dgdRef` names its graph (and component)"
+                    .to_string()
+            }
         };
         out.push_str(&format!(
             "| {} | `{}` | {} | {} | {} |\n",
