@@ -75,9 +75,19 @@ pub struct Args {
     /// Use this operator binary instead of building one.
     #[arg(long)]
     pub operator: Option<PathBuf>,
+    /// With --operator: the tree it was built from, as the report should name it (default: this
+    /// workspace's `git describe`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// An extra flag for the operator, e.g. `--operator-arg=--dgd-concurrency=16` (repeatable).
+    #[arg(long, allow_hyphen_values = true)]
+    pub operator_arg: Vec<String>,
     /// Rewrite docs/benchmarks.md and docs/benchmarks.svg (default: only for the full matrix).
     #[arg(long)]
     pub docs: Option<bool>,
+    /// Where the report, summary, plot and logs go (default: target/bench).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Render the summary and plot (and with --docs=true the docs) from an existing
     /// report.json instead of measuring.
     #[arg(long)]
@@ -86,7 +96,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let root = workspace_root();
-    let out = target_dir(&root).join("bench");
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| target_dir(&root).join("bench"));
     std::fs::create_dir_all(&out)?;
     let matrix: Vec<usize> = if !args.n.is_empty() {
         args.n.clone()
@@ -130,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         machine: machine(&binaries),
         operator: OperatorInfo {
             profile: profile.clone(),
-            commit: commit(&root),
+            commit: args.commit.clone().unwrap_or_else(|| commit(&root)),
             args: Vec::new(),
         },
         mix: graphs::MIX
@@ -146,7 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             n,
             &templates,
             &binary,
-            &binaries,
+            &args.operator_arg,
             churn,
             &out,
             &mut report,
@@ -178,7 +191,7 @@ async fn run_one(
     n: usize,
     templates: &[graphs::Template],
     binary: &Path,
-    binaries: &Path,
+    operator_args: &[String],
     churn: Duration,
     out: &Path,
     report: &mut Report,
@@ -194,7 +207,7 @@ async fn run_one(
         ..Options::default()
     })
     .await
-    .with_context(|| format!("starting the control plane from {}", binaries.display()))?;
+    .context("starting the control plane")?;
     cp.install_crds(&api::crds()).await?;
     install_cluster_roles(&cp, &workspace_root().join(CLUSTER_ROLES)).await?;
     let ns = cp.namespace().await;
@@ -204,7 +217,7 @@ async fn run_one(
         .collect();
     let kubeconfig = cp.write_kubeconfig(OPERATOR_USER, &["system:masters"]);
     let log = cp.dir().join("operator.log");
-    let mut operator = Operator::spawn(binary, &kubeconfig, &log)?;
+    let mut operator = Operator::spawn(binary, &kubeconfig, &log, operator_args)?;
     report.operator.args = operator.args.clone();
     operator.wait_ready(Duration::from_secs(60)).await?;
 

@@ -609,7 +609,7 @@ impl<'a> Session<'a> {
                         Ok::<_, anyhow::Error>((name, object.metadata.generation))
                     }
                 }))
-                .buffer_unordered(CONCURRENCY * 2)
+                .buffer_unordered(CONCURRENCY * 4)
                 .try_collect()
                 .await?;
             for (name, generation) in results {

@@ -11,10 +11,12 @@ struct Series {
     color: &'static str,
     dashed: bool,
     points: Vec<(f64, f64)>,
+    /// Point labels, when not the plain value.
+    labels: Option<Vec<String>>,
 }
 
 const WIDTH: f64 = 960.0;
-const HEIGHT: f64 = 420.0;
+const HEIGHT: f64 = 470.0;
 
 /// The SVG of `report`.
 pub fn svg(report: &Report) -> String {
@@ -27,6 +29,11 @@ pub fn svg(report: &Report) -> String {
             .iter()
             .filter_map(|r| r.convergence.seconds.map(|s| (r.n as f64, s)))
             .collect(),
+        labels: Some(
+            runs.iter()
+                .filter_map(|r| r.convergence.seconds.map(|s| format!("{s:.1} s")))
+                .collect(),
+        ),
     }];
     let writes = vec![
         Series {
@@ -37,6 +44,17 @@ pub fn svg(report: &Report) -> String {
                 .iter()
                 .map(|r| (r.n as f64, r.convergence.writes as f64))
                 .collect(),
+            labels: Some(
+                runs.iter()
+                    .map(|r| {
+                        format!(
+                            "{} ({:.2}× floor)",
+                            r.convergence.writes,
+                            r.convergence.ratio()
+                        )
+                    })
+                    .collect(),
+            ),
         },
         Series {
             name: "writes + Events",
@@ -51,6 +69,7 @@ pub fn svg(report: &Report) -> String {
                     )
                 })
                 .collect(),
+            labels: None,
         },
         Series {
             name: "floor: children + graph status",
@@ -60,6 +79,7 @@ pub fn svg(report: &Report) -> String {
                 .iter()
                 .map(|r| (r.n as f64, r.convergence.floor as f64))
                 .collect(),
+            labels: None,
         },
         Series {
             name: "floor + component status",
@@ -69,6 +89,7 @@ pub fn svg(report: &Report) -> String {
                 .iter()
                 .map(|r| (r.n as f64, r.convergence.floor_with_component_status as f64))
                 .collect(),
+            labels: None,
         },
     ];
     let mut o = String::new();
@@ -94,7 +115,7 @@ pub fn svg(report: &Report) -> String {
 
 /// A log-log panel in the half of the image starting at `x0`.
 fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) {
-    let (left, right, top, bottom) = (x0 + 70.0, x0 + WIDTH / 2.0 - 20.0, 40.0, HEIGHT - 110.0);
+    let (left, right, top, bottom) = (x0 + 70.0, x0 + WIDTH / 2.0 - 20.0, 40.0, HEIGHT - 135.0);
     let all: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
@@ -207,11 +228,16 @@ fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) 
                 s.color
             );
         }
-        for (x, y) in s.points.iter().filter(|(x, y)| *x > 0.0 && *y > 0.0) {
-            let label = if *y >= 100.0 {
-                format!("{y:.0}")
-            } else {
-                format!("{y:.1}")
+        let shown = s
+            .points
+            .iter()
+            .enumerate()
+            .filter(|(_, (x, y))| *x > 0.0 && *y > 0.0);
+        for (k, (x, y)) in shown {
+            let label = match &s.labels {
+                Some(labels) => labels.get(k).cloned().unwrap_or_default(),
+                None if *y >= 100.0 => format!("{y:.0}"),
+                None => format!("{y:.1}"),
             };
             let _ = writeln!(
                 o,
@@ -221,18 +247,23 @@ fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) 
                 s.color
             );
             if !s.dashed {
+                // Right of the point, or left of it near the right edge.
+                let (tx, anchor) = if px(*x) > right - 120.0 {
+                    (px(*x) - 6.0, "end")
+                } else {
+                    (px(*x) + 6.0, "start")
+                };
                 let _ = writeln!(
                     o,
-                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{}\">{label}</text>",
-                    px(*x) + 5.0,
+                    "<text x=\"{tx:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{}\" text-anchor=\"{anchor}\" stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">{label}</text>",
                     py(*y) - 6.0,
                     s.color
                 );
             }
         }
-        // Legend below the axis label.
-        let ly = bottom + 52.0 + 16.0 * (i / 2) as f64;
-        let lx = left + (i % 2) as f64 * (right - left) / 2.0;
+        // Legend below the axis label, one line per series.
+        let ly = bottom + 54.0 + 17.0 * i as f64;
+        let lx = left;
         let _ = writeln!(
             o,
             "<line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>\
@@ -281,7 +312,8 @@ mod tests {
         assert!(svg.starts_with("<svg"));
         assert!(svg.trim_end().ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 5);
-        assert!(svg.contains("N=1000: 400"));
+        assert!(svg.contains("N=1000: 400.0 s"));
+        assert!(svg.contains("20000 (2.00× floor)"));
         assert!(svg.contains("stroke-dasharray"));
     }
 }

@@ -23,18 +23,25 @@ pub struct Operator {
 
 impl Operator {
     /// Starts `binary` with `kubeconfig`, logging to `log`: no leader election (no Lease
-    /// renewals among the counted writes), no conversion webhook (the bench applies v1beta1).
-    pub fn spawn(binary: &Path, kubeconfig: &Path, log: &Path) -> anyhow::Result<Self> {
+    /// renewals among the counted writes), no conversion webhook (the bench applies v1beta1),
+    /// then `extra` flags.
+    pub fn spawn(
+        binary: &Path,
+        kubeconfig: &Path,
+        log: &Path,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
         let metrics_address = format!("127.0.0.1:{port}");
-        let args = vec![
+        let mut args = vec![
             format!("--metrics-address={metrics_address}"),
             "--leader-elect=false".to_string(),
             "--webhook=false".to_string(),
             "--log=info".to_string(),
         ];
+        args.extend(extra.iter().cloned());
         let child = Command::new(binary)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .args(&args)

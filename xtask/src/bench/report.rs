@@ -224,7 +224,7 @@ pub fn markdown(report: &Report, plot: Option<&str>) -> String {
     let m = &report.machine;
     let _ = writeln!(
         o,
-        "Measured {} on {} ({} cores, {:.0} GiB RAM, Linux {}); control plane {} \
+        "Measured {} on {} ({} cores, {:.0} GiB RAM, Linux {}, {}); control plane {} \
          (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok simulated nodes), \
          the operator's `{}` build at `{}` as a separate process ({}).{}\n",
         unix_date(report.started_unix),
@@ -232,10 +232,20 @@ pub fn markdown(report: &Report, plot: Option<&str>) -> String {
         m.cores,
         m.memory_gib,
         m.kernel,
+        m.rustc,
         m.control_plane,
         report.operator.profile,
         report.operator.commit,
-        report.operator.args.join(" "),
+        report
+            .operator
+            .args
+            .iter()
+            .map(|a| match a.split_once('=') {
+                Some(("--metrics-address", _)) => "--metrics-address=<free port>".to_string(),
+                _ => a.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
         if report.quick {
             " **Quick mode** (smoke test)."
         } else {
