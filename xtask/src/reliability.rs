@@ -48,6 +48,7 @@ pub const SCENARIOS: &[(&str, bool)] = &[
     ("crash", true),
     ("deletions", true),
     ("conflicts", true),
+    ("sigterm", true),
     ("bad-input", true),
     ("quota", false),
     ("failover", false),
@@ -55,6 +56,7 @@ pub const SCENARIOS: &[(&str, bool)] = &[
     ("etcd-restart", false),
     ("rbac-ablation", false),
     ("fuzz", true),
+    ("final", true),
     ("secrets", true),
 ];
 
@@ -149,6 +151,7 @@ pub struct Totals {
     pub fuzz_cases: u64,
     pub rbac_rules_checked: u64,
     pub known_failures: u64,
+    pub shutdown_hangs: u64,
 }
 
 /// The state the scenarios share.
@@ -210,6 +213,17 @@ impl Suite {
             ));
             let _ = operator.restart();
             self.env.track(operator);
+        }
+        // Graceful shutdown: SIGTERM must end the process (the kubelet kills it after 30 s).
+        let hangs = harness::SHUTDOWN_HANG_LOGS
+            .lock()
+            .map(|mut l| std::mem::take(&mut *l))
+            .unwrap_or_default();
+        for hang in hangs {
+            self.totals.shutdown_hangs += 1;
+            report.flag(format!(
+                "an operator did not exit within 30 s of SIGTERM (killed); its last log lines: {hang}"
+            ));
         }
         // Log volume: a flood is a figure worth a flag.
         let bytes: u64 = self
@@ -285,8 +299,14 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     let needs_cluster = selected
         .iter()
         .any(|s| !matches!(*s, "deploy-static" | "fuzz"));
+    // The release build for the full run, unless RELIABILITY_PROFILE says otherwise.
+    let release = match std::env::var("RELIABILITY_PROFILE").as_deref() {
+        Ok("debug") => false,
+        Ok("release") => true,
+        _ => !options.quick,
+    };
     let binary = if needs_cluster {
-        build_operator(&root, !options.quick)?
+        build_operator(&root, release)?
     } else {
         PathBuf::new()
     };
@@ -363,6 +383,13 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         if let Some(mut operator) = suite.main.take() {
             operator.terminate();
         }
+        if harness::SHUTDOWN_HANGS.load(std::sync::atomic::Ordering::Relaxed)
+            > suite.totals.shutdown_hangs
+        {
+            suite.totals.shutdown_hangs =
+                harness::SHUTDOWN_HANGS.load(std::sync::atomic::Ordering::Relaxed);
+            println!("    the operator did not exit within 30 s of SIGTERM at the end of the run");
+        }
         suite.env.cp.stop();
         Ok((reports, suite.totals))
     })?;
@@ -397,6 +424,8 @@ async fn scenario(suite: &mut Suite, name: &str) -> anyhow::Result<Report> {
         "crash" => faults::crash(suite).await,
         "deletions" => faults::deletions(suite).await,
         "conflicts" => faults::conflicts(suite).await,
+        "sigterm" => faults::sigterm(suite).await,
+        "final" => faults::last_look(suite).await,
         "quota" => faults::quota(suite).await,
         "failover" => faults::failover(suite).await,
         "apiserver-restart" => faults::control_plane_restart(suite, "kube-apiserver").await,
@@ -424,7 +453,8 @@ fn offline(
 }
 
 /// Builds the operator: release for the full run (the binary users get), the debug build for
-/// the quick subset (already built by the test run in CI).
+/// the quick subset (already built by the test run in CI); `RELIABILITY_PROFILE=debug|release`
+/// overrides.
 fn build_operator(root: &Path, release: bool) -> anyhow::Result<PathBuf> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(["build", "-p", "operator", "--bin", "dynamo-operator"]);
@@ -505,6 +535,10 @@ fn render_report(
         ("fuzz cases", totals.fuzz_cases),
         ("RBAC rules checked", totals.rbac_rules_checked),
         ("known failures (reported bugs)", totals.known_failures),
+        (
+            "operators still running 30 s after SIGTERM",
+            totals.shutdown_hangs,
+        ),
     ] {
         s.push_str(&format!("| {what} | {value} |\n"));
     }

@@ -1135,3 +1135,82 @@ pub async fn control_plane_restart(suite: &mut Suite, component: &str) -> anyhow
     suite.main_leading().await?;
     Ok(report)
 }
+
+/// SIGTERM ends the operator promptly whenever it comes: while it starts, right after it takes
+/// the Lease, while it converges, when idle. (The kubelet kills it after the grace period; a
+/// replica that hangs holds the Lease, and so the work, that long.)
+pub async fn sigterm(suite: &mut Suite) -> anyhow::Result<Report> {
+    let mut report = Report::new("sigterm");
+    if let Some(mut main) = suite.main.take() {
+        main.terminate();
+    }
+    let ns = suite.env.namespace("term").await?;
+    let namespaces = vec![ns.clone()];
+    let admin = suite.env.admin();
+    let mut results = Vec::new();
+    for (i, moment) in ["starting", "leading", "converging", "idle"]
+        .iter()
+        .enumerate()
+    {
+        let mut operator = suite
+            .env
+            .operator(OperatorSpec::new("dynamo-operator-0"))
+            .await?;
+        let probe = operator.probe();
+        match *moment {
+            "starting" => tokio::time::sleep(Duration::from_millis(100)).await,
+            "leading" => {
+                wait_for("the operator to lead", Duration::from_secs(60), || async {
+                    probe.leading()
+                })
+                .await?;
+            }
+            "converging" => {
+                wait_for("the operator to lead", Duration::from_secs(60), || async {
+                    probe.leading()
+                })
+                .await?;
+                apply_graphs(suite, &namespaces, 10, &format!("t{i}")).await?;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            _ => {
+                let (_, unready) =
+                    wait_all_ready(&admin, &namespaces, Duration::from_secs(120)).await?;
+                if !unready.is_empty() {
+                    report.findings("lost", &unready, &mut suite.totals.lost);
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+        let started = Instant::now();
+        let status = operator.terminate();
+        let took = started.elapsed();
+        let code = status
+            .and_then(|s| s.code())
+            .map_or("killed".to_string(), |c| c.to_string());
+        results.push(format!("{moment}: exit {code} after {took:.1?}"));
+        if took > Duration::from_secs(10) {
+            report.flag(format!(
+                "SIGTERM while {moment}: the operator took {took:.1?} to exit ({code})"
+            ));
+        }
+    }
+    report.figure("SIGTERM → exit", results.join("; "));
+    suite.main_operator().await?;
+    suite.main_leading().await?;
+    converge_and_check(suite, &mut report, &namespaces, Duration::from_secs(120)).await?;
+    suite.namespaces.push(ns);
+    Ok(report)
+}
+
+/// At the end: every graph of every scenario still Ready and equal to its reference (late
+/// drift, a late duplicate, a late orphan).
+pub async fn last_look(suite: &mut Suite) -> anyhow::Result<Report> {
+    let mut report = Report::new("final");
+    suite.main_operator().await?;
+    suite.main_leading().await?;
+    let namespaces = suite.namespaces.clone();
+    report.figure("namespaces", namespaces.len());
+    converge_and_check(suite, &mut report, &namespaces, Duration::from_secs(180)).await?;
+    Ok(report)
+}

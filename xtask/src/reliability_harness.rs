@@ -272,17 +272,32 @@ impl Env {
         };
         let mut operator = operator;
         operator.start()?;
+        self.adopt(&operator);
         self.logs.push(operator.log.clone());
         Ok(operator)
     }
 
-    /// Registers the log of a restarted operator (a restart writes a new log file).
+    /// Hands the operator's process to the control plane's reaper: it ends with the run, even
+    /// when this process is killed.
+    fn adopt(&self, operator: &Operator) {
+        if let Some(pid) = operator.child.as_ref().map(Child::id) {
+            self.cp.adopt(pid);
+        }
+    }
+
+    /// Registers a restarted operator: its new log, its new process.
     pub fn track(&mut self, operator: &Operator) {
+        self.adopt(operator);
         if !self.logs.contains(&operator.log) {
             self.logs.push(operator.log.clone());
         }
     }
 }
+
+/// Operators that did not exit within 30 s of SIGTERM (and were killed).
+pub static SHUTDOWN_HANGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The last log lines of each of them.
+pub static SHUTDOWN_HANG_LOGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// How one operator process runs.
 #[derive(Clone, Debug)]
@@ -373,14 +388,38 @@ impl Operator {
         self.start()
     }
 
-    /// SIGTERM and wait: the exit status.
+    /// SIGTERM and wait, as the kubelet does: the exit status, or SIGKILL after 30 s (counted in
+    /// [`SHUTDOWN_HANGS`], with the log tail in [`SHUTDOWN_HANG_LOGS`]).
     pub fn terminate(&mut self) -> Option<ExitStatus> {
         let child = self.child.as_mut()?;
         self.expected_exit = true;
         let _ = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
             .status();
-        let status = child.wait().ok();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => {
+                    let _ = child.kill();
+                    break None;
+                }
+            }
+        };
+        let status = match status {
+            Some(status) => Some(status),
+            None => {
+                SHUTDOWN_HANGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let tail = self.log_tail(8);
+                if let Ok(mut logs) = SHUTDOWN_HANG_LOGS.lock() {
+                    logs.push(format!("{}:\n{tail}", self.log.display()));
+                }
+                self.child.as_mut().and_then(|c| c.wait().ok())
+            }
+        };
         self.child = None;
         status
     }

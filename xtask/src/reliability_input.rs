@@ -25,6 +25,9 @@ struct Case {
     objects: Vec<Value>,
     /// Apply after the earlier objects are Ready (a collision needs its victim first).
     after_ready: bool,
+    /// Stored but undecodable by the operator: applied last (see the known issue
+    /// `typed-list-poisoned`), after the other inputs were decided.
+    poison: bool,
 }
 
 fn container(image: &str) -> Value {
@@ -73,6 +76,7 @@ fn cases(ns: &str) -> Vec<Case> {
         what,
         objects: vec![object],
         after_ready: false,
+        poison: false,
     };
     let frontend = || json!([component("Frontend", "frontend")]);
     let mut cases = vec![
@@ -333,7 +337,11 @@ fn cases(ns: &str) -> Vec<Case> {
             dgd(ns, "coll-a-b", json!({"components": [component("frontend", "frontend")]})),
         ],
         after_ready: true,
+        poison: false,
     });
+    for case in &mut cases {
+        case.poison = case.name == "deep-provider-override";
+    }
     cases
 }
 
@@ -363,7 +371,7 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     let mut outcomes: Vec<(String, String, String, Option<Outcome>)> = Vec::new();
     let mut accepted: Vec<(usize, String)> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
-    for case in &cases {
+    for case in cases.iter().filter(|c| !c.poison) {
         for (i, object) in case.objects.iter().enumerate() {
             if case.after_ready && i > 0 {
                 let name = case.objects[i - 1]["metadata"]["name"]
@@ -414,21 +422,6 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
             suite.totals.bad_inputs += 1;
         }
     }
-    // A newer CRD version wrote an object this one cannot read: an enum value and fields it
-    // does not know.
-    let future = newer_version_object(suite, &ns).await;
-    outcomes.push((
-        "newer-version".into(),
-        "written through a newer CRD (an unknown component type, unknown fields), then the CRD put back".into(),
-        "from-the-future".into(),
-        future.as_ref().err().map(|e| Outcome::Rejected(short(&format!("{e:#}"), 140))),
-    ));
-    suite.totals.bad_inputs += 1;
-    if future.is_ok() {
-        accepted.push((outcomes.len() - 1, "from-the-future".into()));
-        unreadable.push("from-the-future".into());
-    }
-
     // Meanwhile the operator keeps doing its job elsewhere: a new graph converges.
     apply(&admin, &graph("agg", &agg, &others, "agg-during")).await?;
     let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(60)).await?;
@@ -438,22 +431,16 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
             format!("{took:.1?}"),
         );
     } else {
-        let what = format!(
-            "a bystander graph did not converge while bad input was present: {}",
-            unready.join(", ")
+        report.findings(
+            "lost (a bystander graph did not converge while bad input was present)",
+            &unready,
+            &mut suite.totals.lost,
         );
-        match poisoned(suite) {
-            Some(cause) if !unreadable.is_empty() => report.known(
-                "typed-list-poisoned",
-                format!("{what}; the operator logs: {cause}"),
-            ),
-            _ => report.findings("lost", &[what], &mut suite.totals.lost),
-        }
     }
     let started = Instant::now();
     let dgds: Api<DynamicObject> =
         Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
-    let deadline = Duration::from_secs(if suite.quick { 60 } else { 120 });
+    let deadline = Duration::from_secs(if suite.quick { 30 } else { 120 });
     loop {
         let mut pending = 0;
         for (index, name) in &accepted {
@@ -513,8 +500,9 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     }
 
     // Loops: writes per object over the last 20 s.
+    let window = Duration::from_secs(if suite.quick { 10 } else { 30 });
     let loop_mark = audit_mark(&suite.env.cp);
-    tokio::time::sleep(Duration::from_secs(20)).await;
+    tokio::time::sleep(window).await;
     let recent = audit_since(&suite.env.cp, loop_mark).await;
     let user = account_user(harness::OPERATOR_ACCOUNT);
     let namespaces = vec![ns.clone()];
@@ -526,15 +514,108 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     }
     let looping: Vec<String> = per_object
         .iter()
-        .filter(|(_, n)| **n > 5)
-        .map(|(o, n)| format!("{o}: {n} writes in 20 s"))
+        .filter(|(_, n)| **n as u64 > 2 + window.as_secs() / 4)
+        .map(|(o, n)| format!("{o}: {n} writes in {window:?}"))
         .collect();
     report.figure(
-        "operator writes to the bad inputs in 20 s after they settled",
+        format!("operator writes to the bad inputs in {window:?} after they settled"),
         per_object.values().sum::<usize>(),
     );
     for l in &looping {
         report.flag(format!("looping on bad input: {l}"));
+    }
+    // Last, the inputs the operator cannot decode.
+    for case in cases.iter().filter(|c| c.poison) {
+        for (i, object) in case.objects.iter().enumerate() {
+            if case.after_ready && i > 0 {
+                let name = case.objects[i - 1]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default();
+                let dgds: Api<DynamicObject> =
+                    Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
+                harness::wait_for(
+                    "the first graph of the case",
+                    Duration::from_secs(90),
+                    || async {
+                        dgds.get_opt(name)
+                            .await
+                            .ok()
+                            .flatten()
+                            .is_some_and(|d| harness::is_ready(&d))
+                    },
+                )
+                .await?;
+            }
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let result = apply(&admin, object).await;
+            let outcome = match result {
+                Ok(_) => {
+                    accepted.push((outcomes.len(), name.clone()));
+                    None
+                }
+                // The apiserver may have stored what this client cannot read back.
+                Err(e) if stored(&admin, &ns, &name).await => {
+                    unreadable.push(name.clone());
+                    accepted.push((outcomes.len(), name.clone()));
+                    Some(Outcome::Undecided(format!(
+                        "stored, but a typed client cannot read it: {}",
+                        short(&e.to_string(), 100)
+                    )))
+                }
+                Err(kube::Error::Api(s)) => Some(Outcome::Rejected(format!(
+                    "{} {}",
+                    s.code,
+                    short(&s.message, 140)
+                ))),
+                Err(e) => Some(Outcome::Rejected(short(&e.to_string(), 140))),
+            };
+            outcomes.push((case.name.to_string(), case.what.to_string(), name, outcome));
+            suite.totals.bad_inputs += 1;
+        }
+    }
+    // A newer CRD version wrote an object this one cannot read: an enum value and fields it
+    // does not know.
+    let future = newer_version_object(suite, &ns).await;
+    outcomes.push((
+        "newer-version".into(),
+        "written through a newer CRD (an unknown component type, unknown fields), then the CRD put back".into(),
+        "from-the-future".into(),
+        Some(match &future {
+            Ok(()) => Outcome::Undecided(
+                "stored; this version cannot decode it (component type `router`)".into(),
+            ),
+            Err(e) => Outcome::Rejected(short(&format!("{e:#}"), 140)),
+        }),
+    ));
+    suite.totals.bad_inputs += 1;
+    if future.is_ok() {
+        accepted.push((outcomes.len() - 1, "from-the-future".into()));
+        unreadable.push("from-the-future".into());
+    }
+
+    // With the undecodable objects stored: does the operator still converge new graphs?
+    apply(&admin, &graph("agg", &agg, &others, "agg-poisoned")).await?;
+    let (took, unready) = ready_or_poisoned(suite, &bystanders, Duration::from_secs(60)).await?;
+    if unready.is_empty() {
+        report.figure(
+            "another graph applied with undecodable graphs present: Ready after",
+            format!("{took:.1?}"),
+        );
+    } else {
+        let what = format!(
+            "a bystander graph did not converge while bad input was present: {}",
+            unready.join(", ")
+        );
+        match poisoned(suite) {
+            Some(cause) if !unreadable.is_empty() => report.known(
+                "typed-list-poisoned",
+                format!("{what}; the operator logs: {cause}"),
+            ),
+            _ => report.findings("lost", &[what], &mut suite.totals.lost),
+        }
     }
     let entries = audit_since(&suite.env.cp, mark).await;
     let byst = writes_in(&entries, &user, &bystanders).count();
@@ -610,7 +691,7 @@ async fn restart_check(
     suite.main_leading().await?;
     apply(&admin, &graph("agg", &agg, others, "agg-after-restart")).await?;
     let bystanders = vec![others.to_string()];
-    let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(60)).await?;
+    let (took, unready) = ready_or_poisoned(suite, &bystanders, Duration::from_secs(60)).await?;
     if unready.is_empty() {
         report.figure(
             "operator restarted with the bad inputs present: a new graph Ready after",
@@ -643,6 +724,27 @@ async fn restart_check(
         report.findings("lost", &unready, &mut suite.totals.lost);
     }
     Ok(())
+}
+
+/// Waits until the graphs of `namespaces` are Ready, or the operator's log shows the known
+/// issue (no point waiting for it: it does not heal while the object exists, and every retry
+/// logs the whole list).
+async fn ready_or_poisoned(
+    suite: &Suite,
+    namespaces: &[String],
+    timeout: Duration,
+) -> anyhow::Result<(Duration, Vec<String>)> {
+    let admin = suite.env.admin();
+    let started = Instant::now();
+    loop {
+        let (_, unready) = wait_all_ready(&admin, namespaces, Duration::from_secs(2)).await?;
+        if unready.is_empty() || started.elapsed() > timeout {
+            return Ok((started.elapsed(), unready));
+        }
+        if started.elapsed() > Duration::from_secs(10) && poisoned(suite).is_some() {
+            return Ok((started.elapsed(), unready));
+        }
+    }
 }
 
 /// The main operator's log shows its graph list failing to decode: the known issue's

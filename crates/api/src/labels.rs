@@ -21,6 +21,8 @@ pub const DYNAMO_WORKER_HASH: &str = "nvidia.com/dynamo-worker-hash";
 pub const WORKER_HASH_LEGACY: &str = "legacy";
 /// Annotation (controller, pod template): restart trigger timestamp.
 pub const RESTART_AT: &str = "nvidia.com/restartAt";
+/// Annotation (controller, on every child it applies): hash of the body last applied.
+pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
 
 /// Label: name of the owning DynamoGraphDeployment.
 pub const DYNAMO_GRAPH_DEPLOYMENT_NAME: &str = "nvidia.com/dynamo-graph-deployment-name";

@@ -21,10 +21,10 @@
 //! # Writing only what changed
 //! Each desired DCD is stamped with `nvidia.com/last-applied-hash`, a digest of the body this
 //! step applies. A DCD is applied (server-side, field manager [`FIELD_MANAGER`], forced) only
-//! when the live one carries a different digest or no longer holds a field we set (user drift).
-//! A converged graph therefore issues no write, however often DCD status changes, and a field
-//! removed from the spec is removed from the DCD (server-side apply drops fields the manager
-//! stops applying).
+//! when the live one carries a different digest or no longer holds a field we set (user drift);
+//! the exact rule is `kit::child`'s. A converged graph therefore issues no write, however often
+//! DCD status changes, and a field removed from the spec is removed from the DCD (server-side
+//! apply drops fields the manager stops applying).
 //!
 //! # Removing DCDs
 //! DCDs the graph controls (label `nvidia.com/dynamo-graph-deployment-name`, controller uid)
@@ -33,7 +33,6 @@
 //! another object are never touched; one in the way of a desired name is an ownership conflict.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use api::labels;
@@ -44,19 +43,18 @@ use api::{
 };
 use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
 use reconcilers::checkpoints::CheckpointInfos;
 use reconcilers::naming;
 use reconcilers::restart::RestartStamps;
 use reconcilers::rollout::WorkerGeneration;
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// Field manager of the DCDs this step applies.
 pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
 /// Annotation: digest of the DCD body last applied.
-pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
+pub use api::labels::LAST_APPLIED_HASH;
 /// Failure reason of the workloads step (upstream's default failure reason).
 pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
 /// Event: a DCD was created.
@@ -65,6 +63,9 @@ pub const EVENT_DCD_CREATED: &str = "DynamoComponentDeploymentCreated";
 pub const EVENT_DCD_UPDATED: &str = "DynamoComponentDeploymentUpdated";
 /// Event: a DCD no longer wanted was deleted.
 pub const EVENT_DCD_DELETED: &str = "DynamoComponentDeploymentDeleted";
+
+/// How DCDs are converged: applied under [`FIELD_MANAGER`], stamped with [`LAST_APPLIED_HASH`].
+const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
 
 /// Graph metadata annotations copied onto every pod template that does not set them.
 pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
@@ -106,6 +107,15 @@ pub enum Error {
         name: String,
         /// Who controls it, as a phrase.
         owner: String,
+    },
+    /// A DCD could not be converted to or from its JSON form.
+    #[error("convert DynamoComponentDeployment {name}: {source}")]
+    Convert {
+        /// The DCD.
+        name: String,
+        /// The conversion error.
+        #[source]
+        source: kit::Error,
     },
     /// The graph has no uid (it was never stored).
     #[error("DynamoGraphDeployment {0} has no uid")]
@@ -227,47 +237,49 @@ impl Workloads {
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
     ) -> Result<DynamoComponentDeployment, Error> {
         let name = desired.name_any();
-        if let Some(observed) = &observed {
-            if !controlled_by(&observed.metadata, dgd) {
-                let owner = observed
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.controller == Some(true))
-                    .map(|o| format!("is controlled by {} {}", o.kind, o.name))
-                    .unwrap_or_else(|| "has no controller owner".to_string());
-                return Err(Error::OwnershipConflict { name, owner });
-            }
-            if matches(observed, desired) {
-                return Ok(observed.clone());
-            }
-        }
-        let applied = self
-            .writer
-            .apply(desired, Some(FIELD_MANAGER))
+        let uid = dgd.metadata.uid.as_deref().unwrap_or_default();
+        let ensured = CHILDREN
+            .ensure_observed(
+                self.writer.as_ref(),
+                desired,
+                observed.as_ref(),
+                Ownership::Controlled(uid),
+            )
             .await
-            .map_err(|source| Error::Apply {
-                name: name.clone(),
-                source,
+            .map_err(|error| match error {
+                EnsureError::Conflict(conflict) => Error::OwnershipConflict {
+                    name: name.clone(),
+                    owner: conflict.owner(),
+                },
+                EnsureError::Apply(source) => Error::Apply {
+                    name: name.clone(),
+                    source,
+                },
+                EnsureError::Read(source) => Error::List(source),
+                EnsureError::Convert(source) => Error::Convert {
+                    name: name.clone(),
+                    source,
+                },
             })?;
-        if applied.changed {
-            let key = kit::object::key(desired.namespace().as_deref(), &name);
-            if observed.is_some() {
-                tracing::info!(dcd = %key, "restored DynamoComponentDeployment");
-                out.normal(
-                    EVENT_DCD_UPDATED,
-                    format!("Updated DynamoComponentDeployment {key}"),
-                );
-            } else {
+        let key = kit::object::key(desired.namespace().as_deref(), &name);
+        match ensured.change {
+            Change::Created => {
                 tracing::info!(dcd = %key, "created DynamoComponentDeployment");
                 out.normal(
                     EVENT_DCD_CREATED,
                     format!("Created DynamoComponentDeployment {key}"),
                 );
             }
+            Change::Updated => {
+                tracing::info!(dcd = %key, "restored DynamoComponentDeployment");
+                out.normal(
+                    EVENT_DCD_UPDATED,
+                    format!("Updated DynamoComponentDeployment {key}"),
+                );
+            }
+            Change::Unchanged => {}
         }
-        Ok(applied.object)
+        Ok(ensured.object)
     }
 
     async fn delete(
@@ -325,47 +337,10 @@ fn retained(
 }
 
 fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
-    let uid = dgd.metadata.uid.as_deref();
-    meta.owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-}
-
-/// Whether the live DCD carries the desired digest and every field the desired one sets.
-fn matches(observed: &DynamoComponentDeployment, desired: &DynamoComponentDeployment) -> bool {
-    let digest = |d: &DynamoComponentDeployment| d.annotations().get(LAST_APPLIED_HASH).cloned();
-    if digest(observed) != digest(desired) {
-        return false;
-    }
-    let (Ok(o), Ok(d)) = (
-        serde_json::to_value(observed),
-        serde_json::to_value(desired),
-    ) else {
-        return false;
-    };
-    contains(&o, &d)
-}
-
-/// Whether `observed` holds every field `desired` sets, with the same value (objects field by
-/// field, lists element by element with equal length, owner references as a set).
-pub fn contains(observed: &Value, desired: &Value) -> bool {
-    match (observed, desired) {
-        (_, Value::Null) => true,
-        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| match o.get(k) {
-            Some(Value::Array(ov)) if k == "ownerReferences" => match dv {
-                Value::Array(dv) => dv.iter().all(|x| ov.iter().any(|y| contains(y, x))),
-                _ => false,
-            },
-            Some(ov) => contains(ov, dv),
-            None => dv.is_null(),
-        }),
-        (Value::Array(o), Value::Array(d)) => {
-            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
-        }
-        (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
-        (o, d) => o == d,
-    }
+    dgd.metadata
+        .uid
+        .as_deref()
+        .is_some_and(|uid| is_controlled_by(meta, uid))
 }
 
 /// The desired DCDs of `dgd` at worker `generation`. `live` are the graph's DCDs by name (their
@@ -400,8 +375,11 @@ pub fn render(
             });
             if waits {
                 dcd.spec.component.replicas = Some(0);
-                stamp(&mut dcd);
             }
+            CHILDREN.stamp(&mut dcd).map_err(|source| Error::Convert {
+                name: dcd.name_any(),
+                source,
+            })?;
             Ok(dcd)
         })
         .collect()
@@ -512,7 +490,7 @@ fn render_one(
         spec.replicas = None;
     }
 
-    let mut dcd = DynamoComponentDeployment {
+    DynamoComponentDeployment {
         metadata: ObjectMeta {
             name: Some(name),
             namespace: dgd.namespace(),
@@ -525,16 +503,7 @@ fn render_one(
             component: spec,
         },
         status: None,
-    };
-    stamp(&mut dcd);
-    dcd
-}
-
-/// Set the `nvidia.com/last-applied-hash` annotation to the digest of everything else.
-fn stamp(dcd: &mut DynamoComponentDeployment) {
-    dcd.metadata.annotations = None;
-    let digest = digest(dcd);
-    dcd.metadata.annotations = Some(BTreeMap::from([(LAST_APPLIED_HASH.to_string(), digest)]));
+    }
 }
 
 /// The `main` container, created if the template has none.
@@ -577,45 +546,6 @@ pub fn merge_env(graph: &[EnvVar], component: &[EnvVar]) -> Vec<EnvVar> {
             .cloned(),
     );
     merged
-}
-
-/// 16 hex digits of SHA-256 over the canonical JSON of what is applied.
-fn digest(dcd: &DynamoComponentDeployment) -> String {
-    let value = serde_json::to_value(dcd).unwrap_or(Value::Null);
-    let mut text = String::new();
-    canonical(&mut text, &value);
-    hex::encode(Sha256::digest(text.as_bytes()))[..16].to_string()
-}
-
-fn canonical(out: &mut String, value: &Value) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "{}:", Value::String(k.clone()));
-                canonical(out, &map[k]);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(out, v);
-            }
-            out.push(']');
-        }
-        other => {
-            let _ = write!(out, "{other}");
-        }
-    }
 }
 
 #[cfg(test)]

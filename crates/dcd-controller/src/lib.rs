@@ -37,8 +37,9 @@
 //!
 //! **No-op reconciles send nothing.** Each child carries `nvidia.com/last-applied-hash` (the
 //! hash of the applied body, as upstream's operator does); the apply is skipped when the live
-//! object holds every applied field with the same value. Drift of an owned field breaks that
-//! and is restored; a changed desired body changes the hash.
+//! object carries that hash and holds every applied field with the same value (the rule of
+//! `kit::child`). Drift of an owned field breaks that and is restored; a changed desired body
+//! changes the hash. A child of the DCD's name without a controller is adopted.
 //!
 //! **Events.** `DeploymentCreated`, `DeploymentUpdated`, `ServiceCreated`, `ServiceUpdated`,
 //! `ServiceDeleted`, `LeaderWorkerSetCreated`, `LeaderWorkerSetUpdated`: only when the write
@@ -133,12 +134,11 @@ pub mod render;
 pub mod status;
 pub mod watches;
 
-mod ensure;
 #[cfg(test)]
 mod fixtures;
 mod reconcile;
 
-pub use ensure::LAST_APPLIED_HASH;
+pub use api::labels::LAST_APPLIED_HASH;
 pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,

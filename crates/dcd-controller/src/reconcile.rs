@@ -4,12 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use api::dcd::{CONDITION_AVAILABLE, CONDITION_DYNAMO_COMPONENT_READY};
+use api::labels::LAST_APPLIED_HASH;
 use api::validate::{InvalidSpec, REASON_INVALID_SPEC, validate_dcd};
 use api::{DynamoComponentDeployment, DynamoComponentDeploymentStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
+use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::conditions::{self, Status};
-use kit::object::{from_dynamic, key, resource, to_dynamic};
+use kit::object::{key, resource};
 use kit::{
     Deleted, EventType, Failed, Outcome, Preconditions, ReaderExt, ReconcileStatus, Reconciled,
     Retry, WriterExt,
@@ -17,7 +19,6 @@ use kit::{
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use crate::ensure::{Change, EnsureError, controller_of, ensure};
 use crate::render::{
     Identity, Workload, applied_replicas, engine_gpus, held_replicas, hold_replicas,
     leader_worker_set_resource, render, service_name,
@@ -30,6 +31,10 @@ use crate::status::{
 
 /// Field manager of everything this controller applies.
 pub const FIELD_MANAGER: &str = "dynamo-operator/dcd";
+
+/// How children are converged: server-side apply under [`FIELD_MANAGER`], stamped with
+/// [`LAST_APPLIED_HASH`]; no request when the live child already holds the stamped body.
+const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
 
 /// `Available` reason when applying or reading the Deployment failed.
 pub const REASON_DEPLOYMENT_SYNC_FAILED: &str = "DeploymentSyncFailed";
@@ -120,20 +125,28 @@ impl Error {
 
     fn ensure(child: Child, name: &str) -> impl FnOnce(EnsureError) -> Error {
         let name = name.to_string();
-        move |error| match error {
-            EnsureError::Conflict {
-                kind, name: owner, ..
-            } => Error::OwnershipConflict {
+        move |error| {
+            let (action, source) = match error {
+                EnsureError::Conflict(conflict) => {
+                    return Error::OwnershipConflict {
+                        child,
+                        name,
+                        owner: conflict.controller.map_or_else(
+                            || "no object".to_string(),
+                            |o| format!("{} {}", o.kind, o.name),
+                        ),
+                    };
+                }
+                EnsureError::Read(source) => ("read", source),
+                EnsureError::Apply(source) => ("apply", source),
+                EnsureError::Convert(source) => ("convert", source),
+            };
+            Error::Sync {
                 child,
-                name,
-                owner: format!("{kind} {owner}"),
-            },
-            EnsureError::Api(source) => Error::Sync {
-                child,
-                action: "apply",
+                action,
                 name,
                 source,
-            },
+            }
         }
     }
 }
@@ -270,21 +283,18 @@ impl DcdReconciler {
         out: &mut Outcome<StatusOf>,
     ) -> Result<Readiness, Error> {
         let name = desired.name_any();
-        let dynamic =
-            to_dynamic(&desired).map_err(Error::sync(Child::Deployment, "render", &name))?;
-        let (object, change) = ensure(
-            self.reader.as_ref(),
-            self.writer.as_ref(),
-            &resource::<Deployment>(),
-            dynamic,
-            dcd.uid().as_deref(),
-            FIELD_MANAGER,
-        )
-        .await
-        .map_err(Error::ensure(Child::Deployment, &name))?;
-        mutation_event(out, dcd, Child::Deployment, &name, change);
-        let live: Deployment =
-            from_dynamic(object).map_err(Error::sync(Child::Deployment, "read", &name))?;
+        let uid = dcd.uid().unwrap_or_default();
+        let ensured = CHILDREN
+            .ensure(
+                self.reader.as_ref(),
+                self.writer.as_ref(),
+                &desired,
+                Ownership::Adopt(&uid),
+            )
+            .await
+            .map_err(Error::ensure(Child::Deployment, &name))?;
+        mutation_event(out, dcd, Child::Deployment, &name, ensured.change);
+        let live = ensured.object;
         let ready = deployment_ready(&live);
         let (reason, message) = if ready {
             (REASON_DEPLOYMENT_READY, "Deployment is ready")
@@ -307,17 +317,19 @@ impl DcdReconciler {
         out: &mut Outcome<StatusOf>,
     ) -> Result<Readiness, Error> {
         let name = desired.name_any();
-        let (live, change) = ensure(
-            self.reader.as_ref(),
-            self.writer.as_ref(),
-            &leader_worker_set_resource(),
-            desired,
-            dcd.uid().as_deref(),
-            FIELD_MANAGER,
-        )
-        .await
-        .map_err(Error::ensure(Child::LeaderWorkerSet, &name))?;
-        mutation_event(out, dcd, Child::LeaderWorkerSet, &name, change);
+        let uid = dcd.uid().unwrap_or_default();
+        let ensured = CHILDREN
+            .ensure_dynamic(
+                self.reader.as_ref(),
+                self.writer.as_ref(),
+                &leader_worker_set_resource(),
+                &desired,
+                Ownership::Adopt(&uid),
+            )
+            .await
+            .map_err(Error::ensure(Child::LeaderWorkerSet, &name))?;
+        mutation_event(out, dcd, Child::LeaderWorkerSet, &name, ensured.change);
+        let live = ensured.object;
         let ready = leader_worker_set_ready(&live);
         let (reason, message) = if ready {
             (REASON_LEADER_WORKER_SET_READY, "LeaderWorkerSet is ready")
@@ -351,8 +363,11 @@ impl DcdReconciler {
                 .await
                 .map_err(Error::sync(Child::Service, "read", &name))?;
             let Some(live) = live else { return Ok(()) };
-            let ours = controller_of(live.metadata.owner_references.as_ref())
-                .is_some_and(|o| Some(&o.uid) == dcd.metadata.uid.as_ref());
+            let ours = dcd
+                .metadata
+                .uid
+                .as_deref()
+                .is_some_and(|uid| is_controlled_by(&live.metadata, uid));
             if !ours {
                 return Ok(());
             }
@@ -374,18 +389,17 @@ impl DcdReconciler {
             }
             return Ok(());
         };
-        let dynamic = to_dynamic(&desired).map_err(Error::sync(Child::Service, "render", &name))?;
-        let (_, change) = ensure(
-            self.reader.as_ref(),
-            self.writer.as_ref(),
-            &resource::<Service>(),
-            dynamic,
-            dcd.uid().as_deref(),
-            FIELD_MANAGER,
-        )
-        .await
-        .map_err(Error::ensure(Child::Service, &name))?;
-        mutation_event(out, dcd, Child::Service, &name, change);
+        let uid = dcd.uid().unwrap_or_default();
+        let ensured = CHILDREN
+            .ensure(
+                self.reader.as_ref(),
+                self.writer.as_ref(),
+                &desired,
+                Ownership::Adopt(&uid),
+            )
+            .await
+            .map_err(Error::ensure(Child::Service, &name))?;
+        mutation_event(out, dcd, Child::Service, &name, ensured.change);
         Ok(())
     }
 }
@@ -408,10 +422,8 @@ fn mutation_event(
     name: &str,
     change: Change,
 ) {
-    let verb = match change {
-        Change::Created => "Created",
-        Change::Updated => "Updated",
-        Change::Unchanged => return,
+    let Some(verb) = change.verb() else {
+        return;
     };
     tracing::info!(dcd = %key(dcd.namespace().as_deref(), &dcd.name_any()), kind = child.kind(), name, change = verb, "converged child");
     out.normal(&format!("{child}{verb}"), format!("{verb} {child} {name}"));

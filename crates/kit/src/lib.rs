@@ -26,6 +26,12 @@
 //!   [`Outcome::eventf`], ...): mutation events only when a write reports
 //!   [`Applied::changed`], status-transition events from [`conditions::changed`]. The top level
 //!   publishes them through one shared kube-runtime `Recorder` after the status write.
+//! - **Children.** A reconciler converges each child with [`child::Applier::ensure`]: server-side
+//!   apply under the controller's field manager, the body's hash stamped in an annotation the
+//!   caller names, **no request** when the live object (from the [`Reader`]) already carries that
+//!   hash and every field of the body, a conflict error when another object controls the child
+//!   ([`child::Ownership`]), and [`child::Change`] `Created | Updated | Unchanged` so mutation
+//!   events follow real changes only. The exact rule is in the module docs.
 //!
 //! # Capabilities
 //! | capability | can | production | test |
@@ -111,6 +117,7 @@
 
 pub mod cache;
 pub mod capability;
+pub mod child;
 pub mod client;
 pub mod conditions;
 pub mod error;

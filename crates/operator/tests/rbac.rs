@@ -137,6 +137,74 @@ async fn converges_with_only_the_deployed_rbac() {
             operator.log_text()
         );
     }
+    // The scaling adapter controller: the worker opts in, the adapter is scaled through its
+    // scale subresource, the count reaches the Deployment.
+    let mut scalable = conformance("v1beta1/vllm-agg.yaml");
+    for component in scalable.data["spec"]["components"].as_array_mut().unwrap() {
+        if component["name"] == "VllmDecodeWorker" {
+            component["scalingAdapter"] = serde_json::json!({});
+        }
+    }
+    raw.patch(
+        "vllm-agg",
+        &PatchParams::apply("kubectl").force(),
+        &Patch::Apply(&scalable),
+    )
+    .await
+    .unwrap();
+    let adapters: Api<api::DynamoGraphDeploymentScalingAdapter> = ns.api();
+    eventually("the scaling adapter", Duration::from_secs(60), || async {
+        adapters
+            .get_opt("vllm-agg-vllmdecodeworker")
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    adapters
+        .patch_scale(
+            "vllm-agg-vllmdecodeworker",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = ns.api();
+    let scaled = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let lp = kube::api::ListParams::default()
+                .labels("nvidia.com/dynamo-component=VllmDecodeWorker");
+            let at_two = deployments
+                .list(&lp)
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|d| d.spec.as_ref().and_then(|s| s.replicas) == Some(2));
+            let adapter_ready = adapters
+                .get("vllm-agg-vllmdecodeworker")
+                .await
+                .unwrap()
+                .status
+                .is_some_and(|s| kit::conditions::is_true(&s.conditions, kit::conditions::READY));
+            if at_two && adapter_ready {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        scaled.is_ok(),
+        "the adapter's count did not reach the Deployment with the deployed RBAC: {:#?}\n--- operator log ---\n{}",
+        adapters
+            .get("vllm-agg-vllmdecodeworker")
+            .await
+            .unwrap()
+            .status,
+        operator.log_text()
+    );
+
     let log = operator.log_text();
     let forbidden: Vec<_> = log
         .lines()

@@ -1,27 +1,33 @@
 //! Writing the children of a DynamoGraphDeployment: owner references, "apply only what differs",
 //! ownership checks and the mutation events that follow a write.
 //!
-//! [`ensure`] reads the child through the [`Reader`] first and applies (server-side, field
-//! manager [`FIELD_MANAGER`]) only when the observed object does not already hold every field
-//! the desired one sets. An idle reconcile therefore writes nothing, and a user's change to a
-//! field we set is restored on the next pass. Fields the server or other managers add are left
-//! alone. The price: a field this code stops setting stays on existing children until another
-//! difference triggers an apply (server-side apply then removes it).
+//! [`ensure`] is `kit::child`'s rule with this operator's names: the child is stamped with
+//! `nvidia.com/last-applied-hash` (the digest of its body, as upstream stamps the children it
+//! syncs), read through the [`Reader`] first, and applied (server-side, field manager
+//! [`FIELD_MANAGER`]) only when the observed object lacks that digest or no longer holds every
+//! field the desired one sets. An idle reconcile therefore writes nothing, a user's change to a
+//! field we set is restored on the next pass, and a field this code stops setting changes the
+//! digest, so the apply that removes it is sent. Fields the server or other managers add are
+//! left alone.
 
 use std::collections::BTreeMap;
 
 use api::DynamoGraphDeployment;
+use api::labels::LAST_APPLIED_HASH;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kit::child::{self as converge, Applier, EnsureError};
 use kit::object::{key, resource, to_dynamic};
 use kit::{Event, Kind, Preconditions, Reader, Writer};
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
-use serde_json::Value;
 
 use crate::error::{Error, Result};
 
 /// Field manager of every server-side apply the shared reconcilers do.
 pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
+
+/// How the shared reconcilers converge children.
+const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
 
 /// Label value of `app.kubernetes.io/managed-by` on objects this operator creates.
 pub const MANAGED_BY: &str = "dynamo-operator";
@@ -75,15 +81,7 @@ pub(crate) enum Ownership<'a> {
 }
 
 /// What [`ensure`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Ensured {
-    /// The child did not exist and was created.
-    Created,
-    /// The child existed and a field we set was changed back.
-    Updated,
-    /// The child already matched: nothing was written.
-    Unchanged,
-}
+pub(crate) use kit::child::Change as Ensured;
 
 /// Converge the typed child `desired` (see the module docs).
 pub(crate) async fn ensure<K: Kind>(
@@ -104,33 +102,33 @@ pub(crate) async fn ensure_dynamic(
     desired: &DynamicObject,
     ownership: Ownership<'_>,
 ) -> Result<Ensured> {
-    let name = desired.name_any();
-    let namespace = desired.namespace();
-    let ns = namespace.as_deref();
-    let what = format!("{} {}", resource.kind, key(ns, &name));
-    let observed = reader
-        .get_dynamic(resource, ns, &name)
+    let what = format!(
+        "{} {}",
+        resource.kind,
+        key(desired.namespace().as_deref(), &desired.name_any())
+    );
+    let uid;
+    let ownership = match ownership {
+        Ownership::ControlledBy(dgd) => {
+            uid = dgd.uid().unwrap_or_default();
+            converge::Ownership::Controlled(&uid)
+        }
+        Ownership::Shared => converge::Ownership::Shared,
+    };
+    match CHILDREN
+        .ensure_dynamic(reader, writer, resource, desired, ownership)
         .await
-        .map_err(Error::api(format!("get {what}")))?;
-    if let Some(observed) = &observed {
-        if let Ownership::ControlledBy(dgd) = ownership {
-            check_controller(&resource.kind, observed, dgd)?;
-        }
-        let observed = serde_json::to_value(observed).unwrap_or(Value::Null);
-        let desired = serde_json::to_value(desired).unwrap_or(Value::Null);
-        if contains(&observed, &desired) {
-            return Ok(Ensured::Unchanged);
-        }
+    {
+        Ok(ensured) => Ok(ensured.change),
+        Err(EnsureError::Conflict(conflict)) => Err(Error::OwnershipConflict {
+            owner: conflict.owner(),
+            kind: conflict.kind,
+            key: conflict.key,
+        }),
+        Err(EnsureError::Read(source)) => Err(Error::api(format!("get {what}"))(source)),
+        Err(EnsureError::Apply(source)) => Err(Error::api(format!("apply {what}"))(source)),
+        Err(EnsureError::Convert(source)) => Err(Error::api(format!("convert {what}"))(source)),
     }
-    let applied = writer
-        .apply_dynamic(resource, desired, Some(FIELD_MANAGER))
-        .await
-        .map_err(Error::api(format!("apply {what}")))?;
-    Ok(match (applied.changed, observed.is_some()) {
-        (false, _) => Ensured::Unchanged,
-        (true, false) => Ensured::Created,
-        (true, true) => Ensured::Updated,
-    })
 }
 
 /// Create `desired` unless an object of its name exists; never update it. Returns the object as
@@ -200,62 +198,8 @@ pub(crate) fn is_not_served(error: &kit::Error) -> bool {
 
 /// Whether `object` has a controller owner reference to `dgd`.
 pub(crate) fn is_controlled_by(object: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
-    let uid = dgd.uid();
-    controller_of(object).is_some_and(|o| Some(&o.uid) == uid.as_ref())
-}
-
-fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))
-}
-
-fn check_controller(
-    kind: &str,
-    observed: &DynamicObject,
-    dgd: &DynamoGraphDeployment,
-) -> Result<()> {
-    if is_controlled_by(&observed.metadata, dgd) {
-        return Ok(());
-    }
-    let owner = match controller_of(&observed.metadata) {
-        Some(o) => format!("is controlled by {} {}", o.kind, o.name),
-        None => "has no controller owner".to_string(),
-    };
-    Err(Error::OwnershipConflict {
-        kind: kind.to_string(),
-        key: key(observed.metadata.namespace.as_deref(), &observed.name_any()),
-        owner,
-    })
-}
-
-/// Whether `observed` holds every field `desired` sets, with the same value. Objects compare
-/// field by field (extra observed fields are fine), lists element by element with equal length,
-/// `metadata.ownerReferences` as a set (others may add their own references).
-pub(crate) fn contains(observed: &Value, desired: &Value) -> bool {
-    match (observed, desired) {
-        (_, Value::Null) => true,
-        (Value::Object(o), Value::Object(d)) => d.iter().all(|(k, dv)| match o.get(k) {
-            Some(ov) if k == "ownerReferences" => set_contains(ov, dv),
-            Some(ov) => contains(ov, dv),
-            None => dv.is_null(),
-        }),
-        (Value::Array(o), Value::Array(d)) => {
-            o.len() == d.len() && o.iter().zip(d).all(|(ov, dv)| contains(ov, dv))
-        }
-        (Value::Number(o), Value::Number(d)) => o.as_f64() == d.as_f64(),
-        (o, d) => o == d,
-    }
-}
-
-fn set_contains(observed: &Value, desired: &Value) -> bool {
-    match (observed, desired) {
-        (Value::Array(o), Value::Array(d)) => {
-            d.iter().all(|dv| o.iter().any(|ov| contains(ov, dv)))
-        }
-        _ => contains(observed, desired),
-    }
+    dgd.uid()
+        .is_some_and(|uid| converge::is_controlled_by(object, &uid))
 }
 
 /// The event reason of a mutation of `kind`: `<Kind>Created`, `<Kind>Updated`, `<Kind>Deleted`
@@ -307,36 +251,6 @@ pub(crate) fn record_deleted(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn contains_compares_what_desired_sets() {
-        let observed = json!({
-            "metadata": {"name": "a", "uid": "u", "labels": {"x": "1", "y": "2"},
-                "ownerReferences": [{"uid": "other"}, {"uid": "dgd", "controller": true}]},
-            "rules": [{"verbs": ["get"], "apiGroups": [""]}],
-            "n": 1
-        });
-        assert!(contains(
-            &observed,
-            &json!({"metadata": {"name": "a", "labels": {"x": "1"},
-                "ownerReferences": [{"uid": "dgd", "controller": true}]},
-                "rules": [{"verbs": ["get"]}], "n": 1.0})
-        ));
-        assert!(!contains(
-            &observed,
-            &json!({"metadata": {"labels": {"x": "2"}}})
-        ));
-        assert!(!contains(
-            &observed,
-            &json!({"rules": [{"verbs": ["get"]}, {}]})
-        ));
-        assert!(!contains(&observed, &json!({"missing": "v"})));
-        assert!(!contains(
-            &observed,
-            &json!({"metadata": {"ownerReferences": [{"uid": "third"}]}})
-        ));
-    }
 
     #[test]
     fn event_reasons() {

@@ -1,5 +1,5 @@
 //! Restarting a component of an owned control plane, to test how clients live through an
-//! apiserver or etcd restart.
+//! apiserver or etcd restart; handing other processes to its reaper.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), testkit::Error> {
@@ -28,6 +28,14 @@ pub enum Stop {
 }
 
 impl ControlPlane {
+    /// Hands a process the caller started (e.g. an operator under test) to the reaper, so it is
+    /// ended with the control plane however the caller exits. Does nothing when attached.
+    pub fn adopt(&self, pid: u32) {
+        if let Some(reaper) = &self.reaper {
+            reaper.adopt(pid);
+        }
+    }
+
     /// Stops the component `name` (as listed by [`ControlPlane::components`]), starts it again
     /// with the same command line and waits until the apiserver is ready. Only an owned control
     /// plane has components to restart. Returns how long the component was down.
