@@ -169,6 +169,8 @@ pub struct Suite {
     pub totals: Totals,
     panics_seen: usize,
     log_bytes: u64,
+    /// Bytes of Events and statuses scanned for secrets so far.
+    pub scanned_bytes: u64,
 }
 
 impl Suite {
@@ -193,6 +195,20 @@ impl Suite {
         .await
     }
 
+    /// Looks for every Secret value known so far in the Events and statuses of the cluster.
+    async fn scan_for_secrets(&mut self, report: &mut Report) -> anyhow::Result<()> {
+        self.env.remember_operator_secrets().await?;
+        let admin = self.env.admin();
+        let text = harness::events_text(&admin).await? + &harness::statuses_text(&admin).await?;
+        let (_, found) = harness::scan_text(&text, &self.env.secrets);
+        for f in &found {
+            report.fail(format!("secret value {f} found in an Event or a status"));
+        }
+        self.totals.secret_leaks += found.len() as u64;
+        self.scanned_bytes += text.len() as u64;
+        Ok(())
+    }
+
     pub fn templates(&self) -> Vec<(String, Value)> {
         self.templates
             .iter()
@@ -200,9 +216,13 @@ impl Suite {
             .collect()
     }
 
-    /// Checks after every scenario: the main operator did not exit on its own, and no log shows
-    /// a panic.
-    fn after(&mut self, report: &mut Report) {
+    /// Checks after every scenario: the main operator did not exit on its own, no log shows a
+    /// panic, and no Event or status holds a Secret's value (Events go with their namespace, so
+    /// they are looked at before the next scenario).
+    async fn after(&mut self, report: &mut Report) {
+        if let Err(e) = self.scan_for_secrets(report).await {
+            report.flag(format!("the secret scan could not run: {e:#}"));
+        }
         if let Some(operator) = self.main.as_mut()
             && let Some(status) = operator.unexpected_exit()
         {
@@ -349,6 +369,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
             totals: Totals::default(),
             panics_seen: 0,
             log_bytes: 0,
+            scanned_bytes: 0,
         };
         for name in &selected {
             println!("==> {name}");
@@ -366,7 +387,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
                     }
                 },
             };
-            suite.after(&mut report);
+            suite.after(&mut report).await;
             suite.totals.known_failures += report.known.len() as u64;
             report.took = scenario_started.elapsed();
             println!(
