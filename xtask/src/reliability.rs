@@ -489,10 +489,13 @@ fn build_operator(root: &Path, release: bool) -> anyhow::Result<PathBuf> {
     if !cmd.current_dir(root).status()?.success() {
         bail!("building the operator failed");
     }
-    Ok(root
-        .join("target")
+    let binary = crate::bench::target_dir(root)
         .join(if release { "release" } else { "debug" })
-        .join("dynamo-operator"))
+        .join("dynamo-operator");
+    if !binary.is_file() {
+        bail!("the operator binary is not at {}", binary.display());
+    }
+    Ok(binary)
 }
 
 fn load_templates(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {
