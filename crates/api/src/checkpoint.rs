@@ -86,6 +86,7 @@ impl DynamoCheckpointSpec {
 #[serde(rename_all = "camelCase")]
 pub struct DynamoCheckpointJobConfig {
     /// Pod template of the capture Job; includes the workload container to checkpoint.
+    #[schemars(schema_with = "crate::schema::pod_template")]
     pub pod_template_spec: PodTemplateSpec,
     /// Container of podTemplateSpec to snapshot (default main).
     #[serde(default, skip_serializing_if = "Option::is_none")]

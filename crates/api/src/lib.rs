@@ -6,7 +6,8 @@
 //! - [`dcd`], [`scaling_adapter`], [`checkpoint`]: the other Dynamo kinds.
 //! - [`grove`]: client types for Grove's `PodCliqueSet`, `PodClique` and
 //!   `PodCliqueScalingGroup` (installed from Grove's own CRDs, never from these types).
-//! - [`validate()`]: the checks reconcilers run before acting on a spec.
+//! - [`validate()`]: the checks reconcilers run before acting on a spec; [`metadata`]:
+//!   Kubernetes' label and annotation rules it applies to what the children will carry.
 //! - [`crds()`]: every CRD this operator installs.
 
 // `#[kube(printcolumn(type_ = ..), printcolumn(type_ = ..))]` repeats keys by design.
@@ -20,6 +21,7 @@ pub mod crds;
 pub mod dcd;
 pub mod grove;
 pub mod labels;
+pub mod metadata;
 pub mod scaling_adapter;
 mod schema;
 #[cfg(feature = "reconcile")]

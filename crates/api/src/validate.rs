@@ -12,6 +12,7 @@
 use crate::checkpoint::DynamoCheckpointSpec;
 use crate::dcd::DynamoComponentDeployment;
 use crate::labels;
+use crate::metadata::{self, TOTAL_ANNOTATION_SIZE_LIMIT, quoted};
 use crate::scaling_adapter::DynamoGraphDeploymentScalingAdapter;
 use crate::v1beta1::{
     ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
@@ -19,6 +20,7 @@ use crate::v1beta1::{
 };
 use crate::{DynamoCheckpoint, common::RestartStrategyType};
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -106,6 +108,14 @@ pub enum Rule {
     CheckpointJob,
     /// A reference to a component of the graph resolves.
     UnknownComponent,
+    /// Label keys the children carry are qualified names (Kubernetes' rule).
+    LabelKey,
+    /// Label values the children carry are valid label values (Kubernetes' rule).
+    LabelValue,
+    /// Annotation keys the children carry are qualified names (Kubernetes' rule).
+    AnnotationKey,
+    /// The annotations a child carries total at most 256 KiB (Kubernetes' rule).
+    AnnotationsSize,
 }
 
 impl Rule {
@@ -130,6 +140,10 @@ impl Rule {
             Self::ComponentGroupMembers => "component-group-members",
             Self::CheckpointJob => "checkpoint-job",
             Self::UnknownComponent => "unknown-component",
+            Self::LabelKey => "label-key",
+            Self::LabelValue => "label-value",
+            Self::AnnotationKey => "annotation-key",
+            Self::AnnotationsSize => "annotations-size",
         }
     }
 }
@@ -246,6 +260,12 @@ fn checkpoint_spec(spec: &DynamoCheckpointSpec, v: &mut Collector) {
             return;
         }
     };
+    pod_metadata(
+        job.pod_template_spec.metadata.as_ref(),
+        &[Seg::Key(field), Seg::Key("podTemplateSpec")],
+        None,
+        v,
+    );
     let target = job
         .target_container_name
         .as_deref()
@@ -262,6 +282,21 @@ fn checkpoint_spec(spec: &DynamoCheckpointSpec, v: &mut Collector) {
 // --- the DGD rules -----------------------------------------------------------------------
 
 fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut Collector) {
+    // Labels and annotations every child carries (Kubernetes' rules; the apiserver would
+    // refuse every child write instead).
+    let annotations = [Seg::Key("annotations")];
+    annotation_keys(&spec.annotations, &annotations, v);
+    let size = metadata::annotations_size(&spec.annotations);
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+        v.at(&annotations).push(
+            Rule::AnnotationsSize,
+            format!(
+                "must total at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes (keys and values), has {size}"
+            ),
+        );
+    }
+    label_entries(&spec.labels, &[Seg::Key("labels")], v);
+
     // Names and epp count (also CEL; repeated so that objects built in code are checked).
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     let mut epp: Option<usize> = None;
@@ -393,6 +428,15 @@ fn component(
         .and_then(|p| p.spec.as_ref())
         .map(|s| s.containers.as_slice())
         .unwrap_or_default();
+
+    // The pod template's labels and annotations go onto the children (and the pods), the
+    // graph's annotations with them.
+    pod_metadata(
+        pod.and_then(|p| p.metadata.as_ref()),
+        &[Seg::Key("podTemplate")],
+        graph.map(|g| &g.annotations),
+        v,
+    );
 
     // The main container (upstream's admission rule for new components).
     match containers
@@ -593,6 +637,19 @@ fn component(
                         format!("container {target} not found in podTemplate.spec.containers"),
                     );
             }
+            if let Some(template) = ckpt.job.as_ref().and_then(|j| j.pod_template.as_ref()) {
+                pod_metadata(
+                    template.metadata.as_ref(),
+                    &[
+                        exp,
+                        Seg::Key("checkpoint"),
+                        Seg::Key("job"),
+                        Seg::Key("podTemplate"),
+                    ],
+                    None,
+                    v,
+                );
+            }
             if ckpt
                 .job
                 .as_ref()
@@ -621,6 +678,80 @@ fn component(
             Rule::TopologyInheritance,
             "requires spec.topologyConstraint (the clusterTopologyName it inherits)",
         );
+    }
+}
+
+/// The labels and annotations of a pod template at `template` (its `metadata`): keys and
+/// values, and the total size of its annotations together with the `inherited` ones it does not
+/// override (the graph's `spec.annotations`, unless they are too large on their own).
+fn pod_metadata(
+    meta: Option<&ObjectMeta>,
+    template: &[Seg],
+    inherited: Option<&BTreeMap<String, String>>,
+    v: &mut Collector,
+) {
+    let empty = BTreeMap::new();
+    let own = meta.and_then(|m| m.annotations.as_ref()).unwrap_or(&empty);
+    let annotations = [template, &[Seg::Key("metadata"), Seg::Key("annotations")]].concat();
+    annotation_keys(own, &annotations, v);
+    let own_size = metadata::annotations_size(own);
+    let inherited = inherited
+        .filter(|i| metadata::annotations_size(*i) <= TOTAL_ANNOTATION_SIZE_LIMIT)
+        .unwrap_or(&empty);
+    let inherited_size =
+        metadata::annotations_size(inherited.iter().filter(|(k, _)| !own.contains_key(*k)));
+    let size = own_size + inherited_size;
+    if size > TOTAL_ANNOTATION_SIZE_LIMIT {
+        let with = if own_size <= TOTAL_ANNOTATION_SIZE_LIMIT {
+            "together with spec.annotations "
+        } else {
+            ""
+        };
+        v.at(&annotations).push(
+            Rule::AnnotationsSize,
+            format!(
+                "{with}must total at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes (keys and values), \
+                 has {size}"
+            ),
+        );
+    }
+    if let Some(labels) = meta.and_then(|m| m.labels.as_ref()) {
+        let path = [template, &[Seg::Key("metadata"), Seg::Key("labels")]].concat();
+        label_entries(labels, &path, v);
+    }
+}
+
+/// Kubernetes' label rules on every entry of `labels` (at `path`).
+fn label_entries(labels: &BTreeMap<String, String>, path: &[Seg], v: &mut Collector) {
+    for (key, value) in labels {
+        if let Some(problems) = metadata::label_key_problems(key) {
+            v.at(path).push(
+                Rule::LabelKey,
+                format!("invalid label key {}: {problems}", quoted(key)),
+            );
+        }
+        if let Some(problems) = metadata::label_value_problems(value) {
+            v.at(path).push(
+                Rule::LabelValue,
+                format!(
+                    "invalid value {} of label {}: {problems}",
+                    quoted(value),
+                    quoted(key)
+                ),
+            );
+        }
+    }
+}
+
+/// Kubernetes' annotation key rule on every key of `annotations` (at `path`).
+fn annotation_keys(annotations: &BTreeMap<String, String>, path: &[Seg], v: &mut Collector) {
+    for key in annotations.keys() {
+        if let Some(problems) = metadata::annotation_key_problems(key) {
+            v.at(path).push(
+                Rule::AnnotationKey,
+                format!("invalid annotation key {}: {problems}", quoted(key)),
+            );
+        }
     }
 }
 
@@ -949,6 +1080,307 @@ mod tests {
             err.to_string(),
             "spec.restart.strategy.order[1]: duplicates order[0] (a); \
              spec.restart.strategy.order: must list every component (missing: b)"
+        );
+    }
+
+    fn with_template_metadata(
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+    ) -> DynamoComponentDeploymentSharedSpec {
+        let mut c = component("Frontend", ComponentType::Frontend);
+        let map = |entries: &[(&str, &str)]| {
+            (!entries.is_empty()).then(|| {
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        c.pod_template.as_mut().unwrap().metadata = Some(ObjectMeta {
+            labels: map(labels),
+            annotations: map(annotations),
+            ..Default::default()
+        });
+        c
+    }
+
+    fn fields_and_rules(err: &InvalidSpec) -> Vec<(String, Rule)> {
+        err.violations
+            .iter()
+            .map(|v| (v.field.clone(), v.rule))
+            .collect()
+    }
+
+    type Entries = &'static [(&'static str, &'static str)];
+    /// What, graph labels, graph annotations, template labels, template annotations, and the
+    /// expected (field, rule) list.
+    type MetadataCase = (
+        &'static str,
+        Entries,
+        Entries,
+        Entries,
+        Entries,
+        &'static [(&'static str, Rule)],
+    );
+
+    /// What the children carry: graph labels and annotations, pod template labels and
+    /// annotations.
+    #[test]
+    fn labels_and_annotations_the_children_carry_follow_kubernetes_rules() {
+        let cases: &[MetadataCase] = &[
+            (
+                "valid everywhere",
+                &[
+                    ("example.com/team", "a-team"),
+                    ("tier", ""),
+                    ("A_b.c", "X_y.Z"),
+                ],
+                &[
+                    ("example.com/note", "\u{0}\u{7}🚀 anything"),
+                    ("Example.COM/Upper", ""),
+                ],
+                &[("app.kubernetes.io/name", "frontend")],
+                &[("prometheus.io/scrape", "true")],
+                &[],
+            ),
+            (
+                "the reliability case: unicode in a graph label value",
+                &[("example.com/team", "ünï cødé!")],
+                &[("example.com/note", "\u{0}\u{7}🚀")],
+                &[],
+                &[],
+                &[("spec.labels", Rule::LabelValue)],
+            ),
+            (
+                "graph label key with a space, two slashes",
+                &[("bad key", "v"), ("a/b/c", "v")],
+                &[],
+                &[],
+                &[],
+                &[
+                    ("spec.labels", Rule::LabelKey),
+                    ("spec.labels", Rule::LabelKey),
+                ],
+            ),
+            (
+                "both key and value of one label",
+                &[("-x", "y-")],
+                &[],
+                &[],
+                &[],
+                &[
+                    ("spec.labels", Rule::LabelKey),
+                    ("spec.labels", Rule::LabelValue),
+                ],
+            ),
+            (
+                "graph annotation keys",
+                &[],
+                &[
+                    ("🚀", "v"),
+                    ("example.com/", "v"),
+                    ("ok.example.com/fine", "v"),
+                ],
+                &[],
+                &[],
+                &[
+                    ("spec.annotations", Rule::AnnotationKey),
+                    ("spec.annotations", Rule::AnnotationKey),
+                ],
+            ),
+            (
+                "pod template labels and annotations",
+                &[],
+                &[],
+                &[("example.com/x", "a\u{7}b"), ("UPPER.example.com/x", "v")],
+                &[("with space", "v")],
+                &[
+                    (
+                        "spec.components[0].podTemplate.metadata.annotations",
+                        Rule::AnnotationKey,
+                    ),
+                    (
+                        "spec.components[0].podTemplate.metadata.labels",
+                        Rule::LabelKey,
+                    ),
+                    (
+                        "spec.components[0].podTemplate.metadata.labels",
+                        Rule::LabelValue,
+                    ),
+                ],
+            ),
+            (
+                "a label value of 64 characters",
+                &[(
+                    "k",
+                    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                )],
+                &[],
+                &[],
+                &[],
+                &[("spec.labels", Rule::LabelValue)],
+            ),
+        ];
+        for (what, graph_labels, graph_annotations, labels, annotations, want) in cases {
+            let mut g = dgd(vec![with_template_metadata(labels, annotations)]);
+            let map = |e: &[(&str, &str)]| -> BTreeMap<String, String> {
+                e.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            };
+            g.spec.labels = map(graph_labels);
+            g.spec.annotations = map(graph_annotations);
+            let got = validate(&g)
+                .err()
+                .map(|e| fields_and_rules(&e))
+                .unwrap_or_default();
+            let want: Vec<(String, Rule)> = want.iter().map(|(f, r)| (f.to_string(), *r)).collect();
+            assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_message_names_the_label_and_the_rule() {
+        let mut g = dgd(vec![component("Frontend", ComponentType::Frontend)]);
+        g.spec.labels = [("example.com/team".to_string(), "ünï cødé!".to_string())].into();
+        let err = validate(&g).unwrap_err();
+        assert_eq!(err.reason(), REASON_INVALID_SPEC);
+        assert_eq!(
+            err.to_string(),
+            "spec.labels: invalid value \"ünï cødé!\" of label \"example.com/team\": must be \
+             empty or consist of alphanumerics, '-', '_' or '.', starting and ending with an \
+             alphanumeric"
+        );
+        g.spec.labels = [("a/b/c".to_string(), "\u{7}".to_string())].into();
+        let err = validate(&g).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.labels: invalid label key \"a/b/c\": must be a name with an optional DNS \
+             subdomain prefix and '/' (e.g. example.com/my-name), with at most one '/'; \
+             spec.labels: invalid value \"\\u{7}\" of label \"a/b/c\": must be empty or consist \
+             of alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        );
+    }
+
+    #[test]
+    fn annotations_total_at_most_256_kib_with_the_graphs_included() {
+        let half = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT / 2);
+        let over = "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT);
+        let template_path = "spec.components[0].podTemplate.metadata.annotations";
+        // (graph annotations, template annotations, expected (field, message start)).
+        type Pairs<'a> = Vec<(&'a str, &'a str)>;
+        let cases: Vec<(Pairs, Pairs, Pairs)> = vec![
+            (vec![("a", &half)], vec![("b", "small")], vec![]),
+            // Exactly at the limit (key "a" is one byte) is fine.
+            (vec![("a", &over[1..])], vec![], vec![]),
+            (
+                vec![("a", &over)],
+                vec![],
+                vec![("spec.annotations", "must total")],
+            ),
+            (
+                vec![("a", &half)],
+                vec![("b", &half)],
+                vec![(template_path, "together with spec.annotations must total")],
+            ),
+            // The template overrides the graph's value: only its own value counts.
+            (vec![("a", &half)], vec![("a", &half)], vec![]),
+            (
+                vec![],
+                vec![("a", &over)],
+                vec![(template_path, "must total")],
+            ),
+            // Too large on both levels: each reported once, on its own.
+            (
+                vec![("a", &over)],
+                vec![("b", &over)],
+                vec![
+                    ("spec.annotations", "must total"),
+                    (template_path, "must total"),
+                ],
+            ),
+        ];
+        for (i, (graph, template, want)) in cases.into_iter().enumerate() {
+            let mut g = dgd(vec![with_template_metadata(&[], &template)]);
+            g.spec.annotations = graph
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let got: Vec<Violation> = validate(&g).err().map(|e| e.violations).unwrap_or_default();
+            assert_eq!(got.len(), want.len(), "case {i}: {got:?}");
+            for (v, (field, start)) in got.iter().zip(&want) {
+                assert_eq!(
+                    (v.field.as_str(), v.rule),
+                    (*field, Rule::AnnotationsSize),
+                    "case {i}"
+                );
+                assert!(v.message.starts_with(start), "case {i}: {}", v.message);
+                assert!(v.message.contains("at most 262144 bytes"), "case {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn dcd_and_checkpoint_templates_are_checked_too() {
+        let mut dcd = DynamoComponentDeployment::new("d", Default::default());
+        dcd.spec.component = with_template_metadata(&[("example.com/x", "ünï")], &[]);
+        let err = validate_dcd(&dcd).unwrap_err();
+        assert_eq!(
+            fields_and_rules(&err),
+            [(
+                "spec.podTemplate.metadata.labels".to_string(),
+                Rule::LabelValue
+            )]
+        );
+
+        let mut c = component("worker", ComponentType::Worker);
+        c.experimental = Some(crate::v1beta1::ExperimentalSpec {
+            checkpoint: Some(crate::v1beta1::ComponentCheckpointConfig {
+                enabled: true,
+                job: Some(crate::v1beta1::ComponentCheckpointJobConfig {
+                    pod_template: Some(PodTemplateSpec {
+                        metadata: Some(ObjectMeta {
+                            labels: Some([("bad key".to_string(), "v".to_string())].into()),
+                            ..Default::default()
+                        }),
+                        spec: None,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let err = validate(&dgd(vec![c])).unwrap_err();
+        assert_eq!(
+            fields_and_rules(&err),
+            [(
+                "spec.components[0].experimental.checkpoint.job.podTemplate.metadata.labels"
+                    .to_string(),
+                Rule::LabelKey
+            )]
+        );
+
+        let ckpt: DynamoCheckpoint = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nvidia.com/v1alpha1",
+            "kind": "DynamoCheckpoint",
+            "metadata": {"name": "c"},
+            "spec": {
+                "identity": {"model": "m", "backendFramework": "vllm"},
+                "job": {"podTemplateSpec": {
+                    "metadata": {"annotations": {"a/b/c": "v"}},
+                    "spec": {"containers": [{"name": "main", "image": "img:1"}]},
+                }},
+            },
+        }))
+        .unwrap();
+        let err = validate_checkpoint(&ckpt).unwrap_err();
+        assert_eq!(
+            fields_and_rules(&err),
+            [(
+                "spec.job.podTemplateSpec.metadata.annotations".to_string(),
+                Rule::AnnotationKey
+            )]
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The bad-input corpus (`tests/bad-input/*.yaml`), garde layer: cases marked `garde` are
 //! reported with exactly the header's field, rule and message; schema and CEL cases are not
-//! claimed by garde (the apiserver stops them first; see `apiserver.rs` for that side).
+//! claimed by garde (the apiserver stops them first; see `apiserver.rs` for that side), except
+//! those marked `garde-too: <rule>`, which validation repeats with that rule.
 
 mod common;
 
@@ -24,6 +25,11 @@ fn corpus_is_large_enough_and_covers_every_layer() {
             c.rule.is_some(),
             c.layer == "garde",
             "{}: rule header iff garde",
+            c.file
+        );
+        assert!(
+            c.garde_too.is_none() || c.layer != "garde",
+            "{}: garde-too only on schema and CEL cases",
             c.file
         );
     }
@@ -70,6 +76,17 @@ fn schema_and_cel_cases_are_not_claimed_by_garde() {
                 "{}: only schema cases fail to decode",
                 c.file
             ),
+            // Validation repeats the rule: it reports exactly that rule there.
+            Ok(result) if c.garde_too.is_some() => {
+                let e = result.expect_err(&c.file);
+                let rules: Vec<&str> = e
+                    .violations
+                    .iter()
+                    .filter(|v| v.field == c.field)
+                    .map(|v| v.rule.code())
+                    .collect();
+                assert_eq!(rules, [c.garde_too.as_deref().unwrap()], "{}: {e}", c.file);
+            }
             Ok(result) => {
                 if let Err(e) = result {
                     assert!(

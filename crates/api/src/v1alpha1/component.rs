@@ -20,6 +20,7 @@ pub struct DynamoComponentDeploymentSharedSpec {
     pub annotations: BTreeMap<String, String>,
     /// Labels added to the generated resources of this component.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::label_values_map")]
     pub labels: BTreeMap<String, String>,
     /// Name of the component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,6 +232,7 @@ pub struct ExtraPodMetadata {
     pub annotations: BTreeMap<String, String>,
     /// Pod labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::label_values_map")]
     pub labels: BTreeMap<String, String>,
 }
 

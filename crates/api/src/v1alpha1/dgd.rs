@@ -62,9 +62,11 @@ pub struct DynamoGraphDeploymentSpec {
     pub provider_override: Option<ProviderOverride>,
     /// Annotations propagated to every child resource; service values win.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::annotation_map")]
     pub annotations: BTreeMap<String, String>,
     /// Labels propagated to every child resource; service values win.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::label_map")]
     pub labels: BTreeMap<String, String>,
     /// PriorityClass of the Grove PodCliqueSet (Grove pathway only).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -90,6 +90,7 @@ pub struct DynamoComponentDeploymentSharedSpec {
     /// Pod template of the component. New components must include a container named `main`
     /// with an image; other containers are user-managed sidecars.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::optional_pod_template")]
     pub pod_template: Option<PodTemplateSpec>,
 
     /// Desired number of replicas. Owned by the DynamoGraphDeploymentScalingAdapter when

@@ -61,13 +61,15 @@ pub struct DynamoGraphDeploymentSpec {
     pub provider_override: Option<ProviderOverride>,
 
     /// Annotations propagated to every child resource and pod template; component pod template
-    /// values win.
+    /// values win. Keys must be valid Kubernetes annotation keys.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::annotation_map")]
     pub annotations: BTreeMap<String, String>,
 
     /// Labels propagated to every child resource and pod template; component pod template
-    /// values win.
+    /// values win. Keys and values must be valid Kubernetes labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::schema::label_map")]
     pub labels: BTreeMap<String, String>,
 
     /// PriorityClass of the Grove PodCliqueSet (Grove pathway only).

@@ -129,7 +129,8 @@ fn quantity_eq(e: &serde_json::Value, a: &serde_json::Value) -> bool {
 /// One case of the bad-input corpus (`tests/bad-input/*.yaml`).
 ///
 /// Header lines: `# layer: schema|cel|garde`, `# field: <path>`, `# expect: <message>`,
-/// optionally `# rule: <garde rule code>` and `# note: ...`. With several documents, all but the
+/// optionally `# rule: <garde rule code>`, `# garde-too: <garde rule code>` (a schema or CEL
+/// case validation repeats) and `# note: ...`. With several documents, all but the
 /// last are created first (and must be accepted); the last one is the bad input.
 pub struct BadCase {
     pub file: String,
@@ -137,6 +138,10 @@ pub struct BadCase {
     pub field: String,
     pub expect: String,
     pub rule: Option<String>,
+    /// A schema or CEL case whose rule validation repeats (for objects that never passed
+    /// admission: stored before the rule existed, built in code): the rule code garde reports at
+    /// `field`.
+    pub garde_too: Option<String>,
     pub docs: Vec<serde_json::Value>,
 }
 
@@ -168,6 +173,7 @@ pub fn bad_input_cases() -> Vec<BadCase> {
                 field: header("field").unwrap_or_else(|| panic!("{file}: no field")),
                 expect: header("expect").unwrap_or_else(|| panic!("{file}: no expect")),
                 rule: header("rule"),
+                garde_too: header("garde-too"),
                 docs,
                 file,
             }
