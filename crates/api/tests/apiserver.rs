@@ -160,12 +160,23 @@ async fn kubectl_explain_shows_our_descriptions() {
     let kubeconfig = cp.write_kubeconfig("admin", &["system:masters"]);
     let kubectl = testkit::Binaries::locate().unwrap().dir.join("kubectl");
     let explain = |path: &str| {
-        let out = std::process::Command::new(&kubectl)
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["explain", path])
-            .output()
-            .expect("run kubectl");
+        // kubectl reads discovery through its own cache; a resource it missed in a refresh
+        // during an update of the CRD is asked for again rather than failing the test.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let out = loop {
+            let out = std::process::Command::new(&kubectl)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["explain", path])
+                .output()
+                .expect("run kubectl");
+            let missing =
+                String::from_utf8_lossy(&out.stderr).contains("doesn't have a resource type");
+            if out.status.success() || !missing || std::time::Instant::now() > deadline {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        };
         assert!(
             out.status.success(),
             "kubectl explain {path}: {}",

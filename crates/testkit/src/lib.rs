@@ -86,6 +86,35 @@ pub enum Error {
     },
     #[error("invalid state in {0}")]
     State(PathBuf),
+    #[error(
+        "only {free_mib} MiB free on the file system of {path} (etcd stalls when it fills, and \
+         requests then time out); at least {MIN_FREE_MIB} MiB are needed"
+    )]
+    DiskFull { path: PathBuf, free_mib: u64 },
+}
+
+/// Free space a control plane needs in its run directory (etcd, logs, the audit log).
+pub const MIN_FREE_MIB: u64 = 1024;
+
+/// Fails when the file system of `dir` has less than [`MIN_FREE_MIB`] free (as `df` reports it;
+/// where `df` cannot tell, the check passes).
+fn check_free_space(dir: &Path) -> Result<(), Error> {
+    let Ok(out) = std::process::Command::new("df").arg("-Pk").arg(dir).output() else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let free_kib = text
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse::<u64>().ok());
+    match free_kib {
+        Some(kib) if kib / 1024 < MIN_FREE_MIB => Err(Error::DiskFull {
+            path: dir.to_path_buf(),
+            free_mib: kib / 1024,
+        }),
+        _ => Ok(()),
+    }
 }
 
 impl Error {
@@ -142,6 +171,27 @@ const STATE_FILE: &str = "testkit.json";
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const AUDIT_LOG: &str = "audit.log";
+/// The media type of aggregated discovery (`GET /apis`), which kubectl reads.
+const AGGREGATED_DISCOVERY: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an aggregated discovery document lists `plural` in `group`/`version`.
+fn aggregated_lists(body: &str, group: &str, version: &str, plural: &str) -> bool {
+    let Ok(doc) = serde_json::from_str::<serde_json::Value>(body) else {
+        return false;
+    };
+    doc["items"].as_array().into_iter().flatten().any(|g| {
+        g["metadata"]["name"] == group
+            && g["versions"].as_array().into_iter().flatten().any(|v| {
+                v["version"] == version
+                    && v["resources"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|r| r["resource"] == plural)
+            })
+    })
+}
 /// Simulated nodes carry this annotation; kwok manages exactly these.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
@@ -231,6 +281,12 @@ impl ControlPlane {
                 .map_err(|e| Error::io(Path::new("/tmp"), e))?
                 .keep(),
         };
+        if let Err(e) = check_free_space(&dir) {
+            if options.dir.is_none() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+            return Err(e);
+        }
         let write = |name: &str, data: &str| {
             let path = dir.join(name);
             std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
@@ -598,10 +654,30 @@ impl ControlPlane {
             for version in crd.spec.versions.iter().filter(|v| v.served) {
                 let path = format!("/apis/{group}/{}", version.name);
                 loop {
+                    // Both the group-version document and aggregated discovery (what kubectl
+                    // and most clients read first) must list the resource.
+                    let plural = format!("\"{}\"", crd.spec.names.plural);
+                    let listed = |body: &str| body.contains(&plural);
                     let served = client
                         .request_text(http::Request::get(&path).body(Vec::new()).unwrap())
                         .await
-                        .is_ok_and(|body| body.contains(&format!("\"{}\"", crd.spec.names.plural)));
+                        .is_ok_and(|body| listed(&body))
+                        && client
+                            .request_text(
+                                http::Request::get("/apis")
+                                    .header(http::header::ACCEPT, AGGREGATED_DISCOVERY)
+                                    .body(Vec::new())
+                                    .unwrap(),
+                            )
+                            .await
+                            .is_ok_and(|body| {
+                                aggregated_lists(
+                                    &body,
+                                    group,
+                                    &version.name,
+                                    &crd.spec.names.plural,
+                                )
+                            });
                     if served {
                         break;
                     }
