@@ -101,6 +101,17 @@ pub struct RunArgs {
     )]
     pub lease_duration: u64,
 
+    /// Seconds in-flight reconciles get to finish after SIGTERM/SIGINT; what is still running
+    /// then is cancelled (it is idempotent and resumes on the next leader). Keep it below the
+    /// pod's terminationGracePeriodSeconds.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_SHUTDOWN_TIMEOUT",
+        default_value_t = 5,
+        global = true
+    )]
+    pub shutdown_timeout: u64,
+
     /// This replica's identity in the Lease; POD_NAME or the host name when unset.
     #[arg(long, env = "POD_NAME", global = true)]
     pub identity: Option<String>,

@@ -10,6 +10,12 @@
 //! 4. Run until SIGTERM/SIGINT (stop taking work, finish in-flight reconciles, release the Lease,
 //!    exit 0) or until the Lease is lost (stop at once, exit non-zero so the pod restarts as a
 //!    standby).
+//!
+//! A signal is honoured at every step: each start-up wait (leader election, API discovery) is
+//! raced with it, and after it the process is gone within `--shutdown-timeout` (in-flight
+//! reconciles, the Lease release and the webhook get that long together; what is left is
+//! cancelled). A controller still held until its caches sync, for instance while the apiserver
+//! is unreachable, therefore never keeps a stopping replica alive.
 
 pub mod admin;
 pub mod cli;
@@ -19,11 +25,15 @@ pub mod telemetry;
 pub mod triggers;
 pub mod webhook;
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use kube::Client;
 use kube_lease_manager::{LeaseCreateMode, LeaseManagerBuilder};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::RunArgs;
@@ -51,16 +61,18 @@ pub async fn client(args: &RunArgs) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// Stops on SIGTERM or SIGINT.
+/// Stops on SIGTERM or SIGINT. The handlers are installed before this returns (call it first,
+/// inside the runtime), so a signal that comes during start-up is not lost.
 pub fn shutdown_on_signals() -> CancellationToken {
+    use tokio::signal::unix::{SignalKind, signal};
     let token = CancellationToken::new();
     let trigger = token.clone();
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
     tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("SIGTERM handler");
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
         }
         trigger.cancel();
     });
@@ -90,8 +102,15 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
         None
     };
 
+    let mut tasks = Tasks {
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        lease: None,
+        admin_stop,
+        admin_task,
+        webhook_task,
+    };
+
     // Leadership first: a standby builds nothing.
-    let mut lease = None;
     if args.leader_elect {
         health.set_ready(true);
         let identity = args.identity();
@@ -102,10 +121,12 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
             .with_grace(args.lease_duration.div_ceil(3).max(1))
             .with_create_mode(LeaseCreateMode::AutoCreate)
             .with_field_manager("dynamo-operator")
-            .build()
-            .await
-            .context("leader election")?;
-        let (mut leader, task) = manager.watch().await;
+            .build();
+        let Some(manager) = until(&shutdown, manager).await else {
+            tasks.stop(None).await;
+            return Ok(Exit::Shutdown);
+        };
+        let (mut leader, leader_task) = manager.context("leader election")?.watch().await;
         tracing::info!(%identity, lease = %args.lease_name, "waiting for leadership");
         loop {
             if *leader.borrow_and_update() {
@@ -114,26 +135,25 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
             tokio::select! {
                 changed = leader.changed() => { changed.context("leader election stopped")?; }
                 _ = shutdown.cancelled() => {
-                    drop(leader);
-                    let _ = task.await;
-                    admin_stop.cancel();
-                    let _ = admin_task.await;
-                    if let Some(webhook) = webhook_task {
-                        let _ = webhook.await;
-                    }
+                    tasks.lease = Some((leader, leader_task));
+                    tasks.stop(None).await;
                     return Ok(Exit::Shutdown);
                 }
             }
         }
         tracing::info!(%identity, "leading");
         metrics.set_leader(&args.lease_name, true);
-        lease = Some((leader, task));
+        tasks.lease = Some((leader, leader_task));
     }
     health.set_ready(false);
 
     let cache = kit::cache::Cache::new(client.clone());
     let stop = CancellationToken::new();
-    let served = controllers::Served::discover(&client).await?;
+    let Some(served) = until(&shutdown, controllers::Served::discover(&client)).await else {
+        tasks.stop(None).await;
+        return Ok(Exit::Shutdown);
+    };
+    let served = served?;
     let controllers = controllers::build(
         &cache,
         client.clone(),
@@ -161,7 +181,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     }
     let running = tokio::spawn(futures::future::join_all(controllers));
 
-    let exit = match &mut lease {
+    let exit = match &mut tasks.lease {
         Some((leader, _)) => {
             tokio::select! {
                 _ = shutdown.cancelled() => Exit::Shutdown,
@@ -176,27 +196,77 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     match exit {
         Exit::Shutdown => {
             // Stop taking work; in-flight reconciles finish (graceful shutdown of each
-            // controller), then the Lease is released.
+            // controller), then the Lease is released; all within the shutdown timeout.
             stop.cancel();
-            let _ = running.await;
+            tasks.stop(Some(running)).await;
         }
         Exit::LostLease => {
             tracing::error!("lost leadership: stopping at once");
             metrics.set_leader(&args.lease_name, false);
             running.abort();
+            tasks.stop(None).await;
         }
     }
     watches.abort();
-    if let Some((leader, task)) = lease {
-        drop(leader);
-        let _ = task.await;
-    }
-    admin_stop.cancel();
-    let _ = admin_task.await;
-    if let Some(webhook) = webhook_task {
-        let _ = webhook.await;
-    }
     Ok(exit)
+}
+
+/// `future`'s output, or `None` once `shutdown` fires first.
+async fn until<T>(shutdown: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        output = future => Some(output),
+        _ = shutdown.cancelled() => None,
+    }
+}
+
+/// The operator's background tasks besides the controllers, and how long stopping may take.
+struct Tasks {
+    shutdown_timeout: Duration,
+    /// Leadership (with leader election on, once the lease manager runs) and its task.
+    lease: Option<(
+        tokio::sync::watch::Receiver<bool>,
+        JoinHandle<LeaseTaskOutput>,
+    )>,
+    admin_stop: CancellationToken,
+    admin_task: JoinHandle<std::io::Result<()>>,
+    webhook_task: Option<JoinHandle<()>>,
+}
+
+impl Tasks {
+    /// The end of the process, bounded by `--shutdown-timeout`: the controllers' graceful
+    /// shutdown (if they run), the Lease release, then the admin endpoints and the webhook.
+    /// What has not finished by the deadline is cancelled, and said so in the log.
+    async fn stop(self, controllers: Option<JoinHandle<Vec<()>>>) {
+        let deadline = Instant::now() + self.shutdown_timeout;
+        if let Some(controllers) = controllers {
+            join_by("controllers (in-flight reconciles)", controllers, deadline).await;
+        }
+        if let Some((leader, task)) = self.lease {
+            // Dropping the receiver asks the lease manager to release the Lease.
+            drop(leader);
+            join_by("lease release", task, deadline).await;
+        }
+        self.admin_stop.cancel();
+        join_by("admin endpoints", self.admin_task, deadline).await;
+        if let Some(webhook) = self.webhook_task {
+            join_by("conversion webhook", webhook, deadline).await;
+        }
+    }
+}
+
+/// What the lease manager's task returns.
+type LeaseTaskOutput = kube_lease_manager::Result<kube_lease_manager::LeaseManager>;
+
+/// Waits for `task` until `deadline`, then cancels it.
+async fn join_by<T>(what: &str, task: JoinHandle<T>, deadline: Instant) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout_at(deadline, task).await.is_err() {
+        abort.abort();
+        tracing::warn!(
+            part = what,
+            "not finished within the shutdown timeout: cancelled"
+        );
+    }
 }
 
 /// Certificates, CRD conversion config, then the webhook server until `stop`.

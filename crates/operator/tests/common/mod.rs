@@ -129,6 +129,35 @@ impl Operator {
     }
 }
 
+impl Operator {
+    /// SIGTERM, then wait up to `limit` for the exit: its status and how long it took, or the
+    /// log's tail if the process was still running (it is then killed).
+    pub fn terminate_within(
+        &mut self,
+        limit: Duration,
+    ) -> Result<(std::process::ExitStatus, Duration), String> {
+        let started = Instant::now();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        while started.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Ok((status, started.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        let log = self.log_text();
+        let tail: Vec<_> = log.lines().rev().take(40).collect();
+        Err(tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
+    }
+
+    /// Whether the log has a line containing `text`.
+    pub fn logged(&self, text: &str) -> bool {
+        self.log_text().contains(text)
+    }
+}
+
 impl Drop for Operator {
     fn drop(&mut self) {
         self.kill();
