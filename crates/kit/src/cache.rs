@@ -30,16 +30,18 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use kube::api::{ApiResource, DynamicObject, ListParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{ApiResource, DynamicObject, ListParams, ObjectMeta};
 use kube::core::{Selector, SelectorExt};
 use kube::runtime::reflector::{self, ObjectRef, ReflectHandle, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::{Serialize, de::DeserializeOwned};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde_json::value::RawValue;
 
 use crate::capability::Reader;
 use crate::error::{Error, Result};
-use crate::object::{key, strip_managed_fields, to_dynamic};
+use crate::object::{Deep, decode, key, strip_managed_fields, to_dynamic};
 
 /// How many change notifications a kind buffers for its slowest subscriber before the watch waits.
 const SUBSCRIBER_BUFFER: usize = 1024;
@@ -75,6 +77,8 @@ struct Pending<K: Resource<DynamicType = ()> + Clone + 'static> {
     /// Deleted objects, for subscribers: kube-runtime's shared streams carry only applied
     /// objects, and a controller must hear about a deleted child to recreate it.
     deleted: tokio::sync::broadcast::Sender<Arc<K>>,
+    /// Stored objects of this kind that could not be decoded.
+    unreadable: tokio::sync::broadcast::Sender<Arc<Unreadable>>,
 }
 
 fn kind_key(api_version: &str, kind: &str) -> String {
@@ -140,14 +144,29 @@ impl Cache {
         let selective = config.label_selector.is_some() || config.field_selector.is_some();
         let kind_for_log = key.clone();
         let (deleted, _) = tokio::sync::broadcast::channel(SUBSCRIBER_BUFFER);
+        let (unreadable, _) = tokio::sync::broadcast::channel(SUBSCRIBER_BUFFER);
+        let client = Client::from(api);
+        let api: Api<Tolerant<K>> = match namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &()),
+            None => Api::all_with(client, &()),
+        };
+        let known = store.clone();
         let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
             let pending = pending.downcast_ref::<Pending<K>>()?;
             let writer = pending.writer.lock().expect("cache lock").take()?;
             let deleted = pending.deleted.clone();
+            let unreadable = pending.unreadable.clone();
             let kind = kind_for_log;
+            let kind_for_sort = kind.clone();
             Some(
                 watcher(api, config)
                     .default_backoff()
+                    .filter_map(move |event| {
+                        futures::future::ready(match event {
+                            Ok(event) => sort(event, &known, &unreadable, &kind_for_sort).map(Ok),
+                            Err(err) => Some(Err(err)),
+                        })
+                    })
                     .modify(strip_managed_fields)
                     .reflect_shared(writer)
                     .for_each(move |event| {
@@ -177,6 +196,7 @@ impl Cache {
                 pending: Box::new(Pending::<K> {
                     writer: Mutex::new(Some(writer)),
                     deleted,
+                    unreadable,
                 }),
                 start: Some(Box::new(start)),
             },
@@ -220,6 +240,39 @@ impl Cache {
             }
         });
         Ok(futures::stream::select(applied, deleted).boxed())
+    }
+
+    /// The stored objects of kind `K` that could not be decoded, as the watch meets them (each
+    /// revision once, and again after a relist). They are not in the store: a controller never
+    /// sees them, and an object that turns unreadable leaves the store as if it was deleted.
+    /// The kind must be registered and the cache not yet running.
+    pub fn unreadable<K>(&self) -> Result<BoxStream<'static, Arc<Unreadable>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let key = kind_key(&K::api_version(&()), &K::kind(&()));
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let entry = kinds
+            .get(&key)
+            .ok_or_else(|| Error::Unsupported(format!("kind {key} is not watched")))?;
+        let pending = entry.pending.downcast_ref::<Pending<K>>().ok_or_else(|| {
+            Error::Unsupported(format!("kind {key} registered with another type"))
+        })?;
+        let stream = futures::stream::unfold(pending.unreadable.subscribe(), move |mut rx| {
+            let kind = key.clone();
+            async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(object) => return Some((object, rx)),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(kind = %kind, missed = n, "subscriber missed unreadable objects");
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            }
+        });
+        Ok(stream.boxed())
     }
 
     /// The store of kind `K`, if registered.
@@ -319,7 +372,11 @@ impl Cache {
         }
     }
 
-    fn live_api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    fn live_api(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<Deep<DynamicObject>> {
         self.inner.live_reads.fetch_add(1, Ordering::Relaxed);
         match namespace {
             Some(ns) => Api::namespaced_with(self.inner.client.clone(), ns, resource),
@@ -349,7 +406,11 @@ impl Reader for Cache {
             return Ok(cached);
         }
         tracing::debug!(kind = %resource.kind, object = %key(namespace, name), "get: live read");
-        let mut object = self.live_api(resource, namespace).get_opt(name).await?;
+        let mut object = self
+            .live_api(resource, namespace)
+            .get_opt(name)
+            .await?
+            .map(|d| d.0);
         if let Some(o) = object.as_mut() {
             strip_managed_fields(o);
         }
@@ -378,7 +439,7 @@ impl Reader for Cache {
         Ok(list
             .items
             .into_iter()
-            .map(|mut o| {
+            .map(|Deep(mut o)| {
                 strip_managed_fields(&mut o);
                 o
             })
@@ -434,5 +495,242 @@ where
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// A stored object the cache could not decode as its kind: what could be read of it.
+#[derive(Clone, Debug)]
+pub struct Unreadable {
+    /// Its metadata (without `managedFields`).
+    pub metadata: ObjectMeta,
+    /// Why it could not be decoded.
+    pub error: String,
+    /// Its `status.conditions`, when they could be read.
+    pub conditions: Vec<Condition>,
+}
+
+/// An object of `K` as the watch delivers it: decoded, or [`Unreadable`]. Decoding one item never
+/// fails the list or the watch it came in.
+#[derive(Clone, Debug)]
+struct Tolerant<K>(std::result::Result<K, Box<Unreadable>>);
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Tolerant<K> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Captured without recursion, so depth does not fail the enclosing list.
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        match decode::<K>(raw.get()) {
+            Ok(object) => Ok(Tolerant(Ok(object))),
+            Err(error) => readable_parts(raw.get(), error.to_string())
+                .map(|u| Tolerant(Err(Box::new(u))))
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The metadata and conditions of an object that did not decode as its kind. The object is read
+/// field by field, the rest skipped without recursion; `metadata` is decoded without
+/// `managedFields` (whose nesting follows the object's).
+fn readable_parts(json: &str, error: String) -> std::result::Result<Unreadable, String> {
+    #[derive(Deserialize)]
+    struct Outer {
+        #[serde(default)]
+        metadata: Option<std::collections::BTreeMap<String, Box<RawValue>>>,
+        #[serde(default)]
+        status: Option<Box<RawValue>>,
+    }
+    #[derive(Deserialize)]
+    struct Conditions {
+        #[serde(default)]
+        conditions: Vec<Condition>,
+    }
+    let outer: Outer = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let mut fields = outer.metadata.unwrap_or_default();
+    fields.remove("managedFields");
+    let metadata_json = serde_json::to_string(&fields).map_err(|e| e.to_string())?;
+    let metadata: ObjectMeta = decode(&metadata_json).map_err(|e| e.to_string())?;
+    let conditions = outer
+        .status
+        .and_then(|raw| decode::<Conditions>(raw.get()).ok())
+        .map(|c| c.conditions)
+        .unwrap_or_default();
+    Ok(Unreadable {
+        metadata,
+        error,
+        conditions,
+    })
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Tolerant<K> {
+    type DynamicType = ();
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        K::kind(&())
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        K::group(&())
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        K::version(&())
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        K::plural(&())
+    }
+    fn meta(&self) -> &ObjectMeta {
+        match &self.0 {
+            Ok(object) => object.meta(),
+            Err(unreadable) => &unreadable.metadata,
+        }
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match &mut self.0 {
+            Ok(object) => object.meta_mut(),
+            Err(unreadable) => &mut unreadable.metadata,
+        }
+    }
+}
+
+/// Turns a watch event of [`Tolerant`] objects into one of `K`: decoded objects pass; an
+/// unreadable one is logged and reported, and leaves the store if an earlier revision is in it.
+fn sort<K>(
+    event: watcher::Event<Tolerant<K>>,
+    known: &Store<K>,
+    unreadable: &tokio::sync::broadcast::Sender<Arc<Unreadable>>,
+    kind: &str,
+) -> Option<watcher::Event<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    use watcher::Event as E;
+    let split = |object: Tolerant<K>| object.0.map_err(Arc::<Unreadable>::from);
+    let stored = |bad: &Unreadable| {
+        let mut reference = ObjectRef::<K>::new(bad.metadata.name.as_deref().unwrap_or_default());
+        if let Some(ns) = &bad.metadata.namespace {
+            reference = reference.within(ns);
+        }
+        known.get(&reference).map(|o| o.as_ref().clone())
+    };
+    let report = |bad: Arc<Unreadable>, gone: bool| {
+        if !gone {
+            tracing::warn!(
+                kind = %kind,
+                object = %key(bad.metadata.namespace.as_deref(), bad.metadata.name.as_deref().unwrap_or_default()),
+                resource_version = bad.metadata.resource_version.as_deref().unwrap_or_default(),
+                error = %bad.error,
+                "stored object cannot be decoded; skipped"
+            );
+            let _ = unreadable.send(bad.clone());
+        }
+        stored(&bad).map(E::Delete)
+    };
+    match event {
+        E::Init => Some(E::Init),
+        E::InitDone => Some(E::InitDone),
+        E::InitApply(object) => match split(object) {
+            Ok(object) => Some(E::InitApply(object)),
+            Err(bad) => {
+                report(bad, false);
+                None
+            }
+        },
+        E::Apply(object) => match split(object) {
+            Ok(object) => Some(E::Apply(object)),
+            Err(bad) => report(bad, false),
+        },
+        E::Delete(object) => match split(object) {
+            Ok(object) => Some(E::Delete(object)),
+            Err(bad) => report(bad, true),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::ObjectList;
+
+    fn nested(levels: usize) -> String {
+        format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn one_undecodable_item_does_not_fail_the_list() {
+        let list = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMapList","metadata":{{"resourceVersion":"9"}},"items":[
+                {{"metadata":{{"name":"good","namespace":"ns"}},"data":{{"a":"b"}}}},
+                {{"metadata":{{"name":"deep","namespace":"ns","uid":"u1","generation":3,
+                   "managedFields":[{{"manager":"m","fieldsV1":{deep}}}]}},
+                  "data":{{"x":"y"}},"binaryData":{deep},
+                  "status":{{"conditions":[{{"type":"Ready","status":"True","reason":"R","message":"m",
+                     "lastTransitionTime":"2026-01-01T00:00:00Z","observedGeneration":2}}]}}}},
+                {{"metadata":{{"name":"wrong","namespace":"ns"}},"data":"not a map"}}
+            ]}}"#,
+            deep = nested(1000)
+        );
+        let list: ObjectList<Tolerant<ConfigMap>> =
+            serde_json::from_str(&list).expect("the list decodes");
+        let items: Vec<_> = list.items.into_iter().map(|t| t.0).collect();
+        assert_eq!(items.len(), 3);
+        let good = items[0].as_ref().expect("decoded");
+        assert_eq!(good.metadata.name.as_deref(), Some("good"));
+        let deep = items[1].as_ref().expect_err("too deep");
+        assert_eq!(deep.metadata.name.as_deref(), Some("deep"));
+        assert_eq!(deep.metadata.generation, Some(3));
+        assert!(deep.metadata.managed_fields.is_none());
+        assert!(deep.error.contains("levels deep"), "{}", deep.error);
+        assert_eq!(deep.conditions.len(), 1);
+        assert_eq!(deep.conditions[0].observed_generation, Some(2));
+        let wrong = items[2].as_ref().expect_err("wrong type");
+        assert_eq!(wrong.metadata.name.as_deref(), Some("wrong"));
+        assert!(wrong.error.contains("invalid type"), "{}", wrong.error);
+        assert!(wrong.conditions.is_empty());
+    }
+
+    #[test]
+    fn an_object_turning_unreadable_leaves_the_store_and_is_reported() {
+        let (mut writer, store) = {
+            let w = reflector::store::Writer::<ConfigMap>::new(());
+            let r = w.as_reader();
+            (w, r)
+        };
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "ns"}}))
+        .unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(cm.clone()));
+        let (tx, mut rx) = tokio::sync::broadcast::channel(4);
+        let bad: Tolerant<ConfigMap> =
+            serde_json::from_str(r#"{"metadata":{"name":"a","namespace":"ns"},"data":7}"#).unwrap();
+        let event = sort(
+            watcher::Event::Apply(bad.clone()),
+            &store,
+            &tx,
+            "v1/ConfigMap",
+        );
+        assert!(
+            matches!(event, Some(watcher::Event::Delete(ref o)) if o.metadata.name.as_deref() == Some("a"))
+        );
+        assert_eq!(rx.try_recv().unwrap().metadata.name.as_deref(), Some("a"));
+        // Not in the store: nothing to delete, still reported.
+        let other: Tolerant<ConfigMap> =
+            serde_json::from_str(r#"{"metadata":{"name":"b","namespace":"ns"},"data":7}"#).unwrap();
+        assert!(
+            sort(
+                watcher::Event::InitApply(other.clone()),
+                &store,
+                &tx,
+                "v1/ConfigMap"
+            )
+            .is_none()
+        );
+        assert!(rx.try_recv().is_ok());
+        // Deleted while unreadable: not reported again.
+        assert!(sort(watcher::Event::Delete(other), &store, &tx, "v1/ConfigMap").is_none());
+        assert!(rx.try_recv().is_err());
+        let good = Tolerant(Ok(cm));
+        assert!(matches!(
+            sort(watcher::Event::Apply(good), &store, &tx, "v1/ConfigMap"),
+            Some(watcher::Event::Apply(_))
+        ));
     }
 }

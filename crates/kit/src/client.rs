@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use crate::cache::Cache;
 use crate::capability::{Applied, Deleted, Patch, StatusWriter, Writer, require_name};
 use crate::error::{Error, Result};
-use crate::object::{key, strip_managed_fields};
+use crate::object::{Deep, key, strip_managed_fields};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct MemoKey {
@@ -78,7 +78,7 @@ impl KubeWriter {
         self
     }
 
-    fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<Deep<DynamicObject>> {
         dynamic_api(&self.client, resource, namespace)
     }
 
@@ -93,11 +93,13 @@ fn kind_of(resource: &ApiResource) -> String {
     format!("{}/{}", resource.api_version, resource.kind)
 }
 
+/// An API for `resource` whose responses decode objects nested up to
+/// [`crate::object::MAX_DEPTH`] levels.
 fn dynamic_api(
     client: &Client,
     resource: &ApiResource,
     namespace: Option<&str>,
-) -> Api<DynamicObject> {
+) -> Api<Deep<DynamicObject>> {
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
         None => Api::all_with(client.clone(), resource),
@@ -153,8 +155,9 @@ impl Writer for KubeWriter {
         };
         let mut created = self
             .api(resource, namespace.as_deref())
-            .create(&params, object)
-            .await?;
+            .create(&params, &Deep(object.clone()))
+            .await?
+            .0;
         strip_managed_fields(&mut created);
         tracing::debug!(kind = %resource.kind, object = %key(namespace.as_deref(), &created.name_any()), "created");
         Ok(created)
@@ -212,7 +215,8 @@ impl Writer for KubeWriter {
         let mut applied = self
             .api(resource, ns)
             .patch(&name, &params, &KubePatch::Apply(&body))
-            .await?;
+            .await?
+            .0;
         strip_managed_fields(&mut applied);
         let after = applied.resource_version();
         let changed = before.is_none() || before != after || finalized(&applied);
@@ -245,10 +249,11 @@ impl Writer for KubeWriter {
         };
         let api = self.api(resource, namespace);
         let mut patched = match patch {
-            Patch::Merge(value) => api.patch(name, &params, &KubePatch::Merge(value)).await?,
+            Patch::Merge(value) => api.patch(name, &params, &KubePatch::Merge(value)).await?.0,
             Patch::Json(ops) => {
                 api.patch(name, &params, &KubePatch::Json::<()>(ops.clone()))
                     .await?
+                    .0
             }
         };
         strip_managed_fields(&mut patched);
@@ -278,7 +283,7 @@ impl Writer for KubeWriter {
         let deleted = match result.map(|response| response.left()) {
             // The API server returns the object while it still exists (finalizers or graceful
             // deletion pending), and a Status or the final object once it is gone.
-            Ok(Some(mut object)) if object.metadata.deletion_timestamp.is_some() => {
+            Ok(Some(Deep(mut object))) if object.metadata.deletion_timestamp.is_some() => {
                 strip_managed_fields(&mut object);
                 Deleted::Pending(object)
             }
@@ -367,7 +372,8 @@ impl StatusWriter for KubeStatusWriter {
         let params = PatchParams::apply(&self.field_manager).force();
         let mut applied = dynamic_api(&self.client, resource, namespace)
             .patch_status(name, &params, &KubePatch::Apply(&body))
-            .await?;
+            .await?
+            .0;
         strip_managed_fields(&mut applied);
         let changed = before != applied.resource_version();
         tracing::debug!(kind = %resource.kind, object = %key(namespace, name), changed, "status applied");

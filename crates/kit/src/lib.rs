@@ -129,6 +129,7 @@ pub mod pki;
 pub mod run;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod unreadable;
 
 pub use capability::{
     Applied, Deleted, EventSink, Kind, Patch, Reader, ReaderExt, StatusWriter, StatusWriterExt,
