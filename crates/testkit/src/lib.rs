@@ -99,7 +99,11 @@ pub const MIN_FREE_MIB: u64 = 1024;
 /// Fails when the file system of `dir` has less than [`MIN_FREE_MIB`] free (as `df` reports it;
 /// where `df` cannot tell, the check passes).
 fn check_free_space(dir: &Path) -> Result<(), Error> {
-    let Ok(out) = std::process::Command::new("df").arg("-Pk").arg(dir).output() else {
+    let Ok(out) = std::process::Command::new("df")
+        .arg("-Pk")
+        .arg(dir)
+        .output()
+    else {
         return Ok(());
     };
     let text = String::from_utf8_lossy(&out.stdout);
