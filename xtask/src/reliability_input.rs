@@ -25,9 +25,6 @@ struct Case {
     objects: Vec<Value>,
     /// Apply after the earlier objects are Ready (a collision needs its victim first).
     after_ready: bool,
-    /// Stored but undecodable by the operator: applied last (see the known issue
-    /// `typed-list-poisoned`), after the other inputs were decided.
-    poison: bool,
 }
 
 fn container(image: &str) -> Value {
@@ -76,7 +73,6 @@ fn cases(ns: &str) -> Vec<Case> {
         what,
         objects: vec![object],
         after_ready: false,
-        poison: false,
     };
     let frontend = || json!([component("Frontend", "frontend")]);
     let mut cases = vec![
@@ -337,11 +333,7 @@ fn cases(ns: &str) -> Vec<Case> {
             dgd(ns, "coll-a-b", json!({"components": [component("frontend", "frontend")]})),
         ],
         after_ready: true,
-        poison: false,
     });
-    for case in &mut cases {
-        case.poison = case.name == "deep-provider-override";
-    }
     cases
 }
 
@@ -371,161 +363,7 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     let mut outcomes: Vec<(String, String, String, Option<Outcome>)> = Vec::new();
     let mut accepted: Vec<(usize, String)> = Vec::new();
     let mut unreadable: Vec<String> = Vec::new();
-    for case in cases.iter().filter(|c| !c.poison) {
-        for (i, object) in case.objects.iter().enumerate() {
-            if case.after_ready && i > 0 {
-                let name = case.objects[i - 1]["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default();
-                let dgds: Api<DynamicObject> =
-                    Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
-                harness::wait_for(
-                    "the first graph of the case",
-                    Duration::from_secs(90),
-                    || async {
-                        dgds.get_opt(name)
-                            .await
-                            .ok()
-                            .flatten()
-                            .is_some_and(|d| harness::is_ready(&d))
-                    },
-                )
-                .await?;
-            }
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let result = apply(&admin, object).await;
-            let outcome = match result {
-                Ok(_) => {
-                    accepted.push((outcomes.len(), name.clone()));
-                    None
-                }
-                // The apiserver may have stored what this client cannot read back.
-                Err(e) if stored(&admin, &ns, &name).await => {
-                    unreadable.push(name.clone());
-                    accepted.push((outcomes.len(), name.clone()));
-                    Some(Outcome::Undecided(format!(
-                        "stored, but a typed client cannot read it: {}",
-                        short(&e.to_string(), 100)
-                    )))
-                }
-                Err(kube::Error::Api(s)) => Some(Outcome::Rejected(format!(
-                    "{} {}",
-                    s.code,
-                    short(&s.message, 140)
-                ))),
-                Err(e) => Some(Outcome::Rejected(short(&e.to_string(), 140))),
-            };
-            outcomes.push((case.name.to_string(), case.what.to_string(), name, outcome));
-            suite.totals.bad_inputs += 1;
-        }
-    }
-    // Meanwhile the operator keeps doing its job elsewhere: a new graph converges.
-    apply(&admin, &graph("agg", &agg, &others, "agg-during")).await?;
-    let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(60)).await?;
-    if unready.is_empty() {
-        report.figure(
-            "another graph applied meanwhile: Ready after",
-            format!("{took:.1?}"),
-        );
-    } else {
-        report.findings(
-            "lost (a bystander graph did not converge while bad input was present)",
-            &unready,
-            &mut suite.totals.lost,
-        );
-    }
-    let started = Instant::now();
-    let dgds: Api<DynamicObject> =
-        Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
-    let deadline = Duration::from_secs(if suite.quick { 30 } else { 120 });
-    loop {
-        let mut pending = 0;
-        for (index, name) in &accepted {
-            if unreadable.contains(name) && outcomes[*index].3.is_some() {
-                continue;
-            }
-            let current = match dgds.get_opt(name).await {
-                Ok(current) => current,
-                Err(e) => {
-                    outcomes[*index].3 = Some(Outcome::Undecided(format!(
-                        "a typed client cannot read it: {}",
-                        short(&e.to_string(), 100)
-                    )));
-                    continue;
-                }
-            };
-            let outcome = match current.as_ref().map(|d| (d, ready_condition(d))) {
-                Some((_, Some((s, r, m)))) => Outcome::Decided(s, r, short(&m, 140)),
-                Some((d, None)) => {
-                    pending += 1;
-                    Outcome::Undecided(format!(
-                        "no Ready condition for generation {}",
-                        d.metadata.generation.unwrap_or(0)
-                    ))
-                }
-                None => {
-                    pending += 1;
-                    Outcome::Undecided("not readable as v1beta1".into())
-                }
-            };
-            outcomes[*index].3 = Some(outcome);
-        }
-        if pending == 0 || started.elapsed() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    // The collision: coll-a keeps its child.
-    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), &ns);
-    let victim = dgds.get_opt("coll-a").await?;
-    let child = dcds.get_opt("coll-a-b-frontend").await?;
-    if let (Some(victim), Some(child)) = (&victim, &child) {
-        let owner = child
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.uid.clone());
-        if owner != victim.metadata.uid {
-            report.findings(
-                "wrong",
-                &["coll-a-b-frontend was taken over by graph coll-a-b".to_string()],
-                &mut suite.totals.wrong,
-            );
-        } else {
-            report.figure("collision: the first graph keeps its children", "yes");
-        }
-    }
-
-    // Loops: writes per object over the last 20 s.
-    let window = Duration::from_secs(if suite.quick { 10 } else { 30 });
-    let loop_mark = audit_mark(&suite.env.cp);
-    tokio::time::sleep(window).await;
-    let recent = audit_since(&suite.env.cp, loop_mark).await;
-    let user = account_user(harness::OPERATOR_ACCOUNT);
-    let namespaces = vec![ns.clone()];
-    let mut per_object: BTreeMap<String, usize> = BTreeMap::new();
-    for e in writes_in(&recent, &user, &namespaces) {
-        *per_object
-            .entry(format!("{} {}", e.resource, e.name))
-            .or_default() += 1;
-    }
-    let looping: Vec<String> = per_object
-        .iter()
-        .filter(|(_, n)| **n as u64 > 2 + window.as_secs() / 4)
-        .map(|(o, n)| format!("{o}: {n} writes in {window:?}"))
-        .collect();
-    report.figure(
-        format!("operator writes to the bad inputs in {window:?} after they settled"),
-        per_object.values().sum::<usize>(),
-    );
-    for l in &looping {
-        report.flag(format!("looping on bad input: {l}"));
-    }
-    // Last, the inputs the operator cannot decode.
-    for case in cases.iter().filter(|c| c.poison) {
+    for case in &cases {
         for (i, object) in case.objects.iter().enumerate() {
             if case.after_ready && i > 0 {
                 let name = case.objects[i - 1]["metadata"]["name"]
@@ -596,26 +434,121 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
         unreadable.push("from-the-future".into());
     }
 
-    // With the undecodable objects stored: does the operator still converge new graphs?
-    apply(&admin, &graph("agg", &agg, &others, "agg-poisoned")).await?;
-    let (took, unready) = ready_or_poisoned(suite, &bystanders, Duration::from_secs(60)).await?;
+    // Meanwhile the operator keeps doing its job elsewhere: a new graph converges.
+    apply(&admin, &graph("agg", &agg, &others, "agg-during")).await?;
+    let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(60)).await?;
     if unready.is_empty() {
         report.figure(
-            "another graph applied with undecodable graphs present: Ready after",
+            "another graph applied meanwhile: Ready after",
             format!("{took:.1?}"),
         );
     } else {
-        let what = format!(
-            "a bystander graph did not converge while bad input was present: {}",
-            unready.join(", ")
+        report.findings(
+            "lost (a bystander graph did not converge while bad input was present)",
+            &unready,
+            &mut suite.totals.lost,
         );
-        match poisoned(suite) {
-            Some(cause) if !unreadable.is_empty() => report.known(
-                "typed-list-poisoned",
-                format!("{what}; the operator logs: {cause}"),
-            ),
-            _ => report.findings("lost", &[what], &mut suite.totals.lost),
+    }
+    let started = Instant::now();
+    let deadline = Duration::from_secs(if suite.quick { 30 } else { 120 });
+    loop {
+        let mut pending = 0;
+        for (index, name) in &accepted {
+            let current = match read_deep(&admin, &ns, name).await {
+                Ok(current) => current,
+                Err(e) => {
+                    outcomes[*index].3 = Some(Outcome::Undecided(format!(
+                        "a typed client cannot read it: {}",
+                        short(&e.to_string(), 100)
+                    )));
+                    continue;
+                }
+            };
+            let outcome = match current.as_ref().map(|d| (d, ready_condition(d))) {
+                Some((_, Some((s, r, m)))) => Outcome::Decided(s, r, short(&m, 140)),
+                Some((d, None)) => {
+                    pending += 1;
+                    Outcome::Undecided(format!(
+                        "no Ready condition for generation {}",
+                        d.metadata.generation.unwrap_or(0)
+                    ))
+                }
+                None => {
+                    pending += 1;
+                    Outcome::Undecided("not readable as v1beta1".into())
+                }
+            };
+            outcomes[*index].3 = Some(outcome);
         }
+        if pending == 0 || started.elapsed() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    // What this version cannot read is said so on the object.
+    for (case, _, name, outcome) in &outcomes {
+        if case == "newer-version" {
+            match outcome {
+                Some(Outcome::Decided(s, r, _)) if s == "False" && r == "UnreadableObject" => {
+                    report.figure(
+                        "an object this version cannot read",
+                        "Ready=False UnreadableObject",
+                    );
+                }
+                Some(Outcome::Rejected(_)) => {}
+                _ => report.findings(
+                    "wrong",
+                    &[format!("{name}: not Ready=False UnreadableObject")],
+                    &mut suite.totals.wrong,
+                ),
+            }
+        }
+    }
+    // The collision: coll-a keeps its child.
+    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), &ns);
+    let victim = read_deep(&admin, &ns, "coll-a").await?;
+    let child = dcds.get_opt("coll-a-b-frontend").await?;
+    if let (Some(victim), Some(child)) = (&victim, &child) {
+        let owner = child
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone());
+        if owner != victim.metadata.uid {
+            report.findings(
+                "wrong",
+                &["coll-a-b-frontend was taken over by graph coll-a-b".to_string()],
+                &mut suite.totals.wrong,
+            );
+        } else {
+            report.figure("collision: the first graph keeps its children", "yes");
+        }
+    }
+
+    // Loops: writes per object over the last 20 s.
+    let window = Duration::from_secs(if suite.quick { 10 } else { 30 });
+    let loop_mark = audit_mark(&suite.env.cp);
+    tokio::time::sleep(window).await;
+    let recent = audit_since(&suite.env.cp, loop_mark).await;
+    let user = account_user(harness::OPERATOR_ACCOUNT);
+    let namespaces = vec![ns.clone()];
+    let mut per_object: BTreeMap<String, usize> = BTreeMap::new();
+    for e in writes_in(&recent, &user, &namespaces) {
+        *per_object
+            .entry(format!("{} {}", e.resource, e.name))
+            .or_default() += 1;
+    }
+    let looping: Vec<String> = per_object
+        .iter()
+        .filter(|(_, n)| **n as u64 > 2 + window.as_secs() / 4)
+        .map(|(o, n)| format!("{o}: {n} writes in {window:?}"))
+        .collect();
+    report.figure(
+        format!("operator writes to the bad inputs in {window:?} after they settled"),
+        per_object.values().sum::<usize>(),
+    );
+    for l in &looping {
+        report.flag(format!("looping on bad input: {l}"));
     }
     let entries = audit_since(&suite.env.cp, mark).await;
     let byst = writes_in(&entries, &user, &bystanders).count();
@@ -658,7 +591,7 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     report.figure("undecided", undecided);
     report.details.push(table);
 
-    restart_check(suite, &mut report, &ns, &others, &unreadable).await?;
+    restart_check(suite, &mut report, &others).await?;
 
     // Clean up what a later scenario's inventory should not see.
     for name in &unreadable {
@@ -669,17 +602,9 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     Ok(report)
 }
 
-/// Restarts the operator while the bad inputs exist: a graph applied afterwards must converge
-/// (a restart lists everything again). When it does not and the log shows the typed list
-/// failing, that is the known issue; the unreadable objects are then removed and the graph
-/// must converge.
-async fn restart_check(
-    suite: &mut Suite,
-    report: &mut Report,
-    ns: &str,
-    others: &str,
-    unreadable: &[String],
-) -> anyhow::Result<()> {
+/// Restarts the operator while the bad inputs exist (the undecodable ones included): a graph
+/// applied afterwards must converge (a restart lists everything again).
+async fn restart_check(suite: &mut Suite, report: &mut Report, others: &str) -> anyhow::Result<()> {
     let admin = suite.env.admin();
     let agg = suite.templates.get("agg").context("template")?.clone();
     let operator = suite.main.as_mut().context("main operator")?;
@@ -691,80 +616,43 @@ async fn restart_check(
     suite.main_leading().await?;
     apply(&admin, &graph("agg", &agg, others, "agg-after-restart")).await?;
     let bystanders = vec![others.to_string()];
-    let (took, unready) = ready_or_poisoned(suite, &bystanders, Duration::from_secs(60)).await?;
+    let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(60)).await?;
     if unready.is_empty() {
         report.figure(
             "operator restarted with the bad inputs present: a new graph Ready after",
             format!("{took:.1?}"),
         );
-        return Ok(());
-    }
-    let what = format!(
-        "after a restart with the bad inputs present, no graph converges (a new one: {})",
-        unready.join(", ")
-    );
-    match poisoned(suite) {
-        Some(cause) if !unreadable.is_empty() => report.known(
-            "typed-list-poisoned",
-            format!("{what}; the operator logs: {cause}"),
-        ),
-        _ => report.findings("lost", &[what], &mut suite.totals.lost),
-    }
-    // Removing the unreadable objects unblocks it.
-    for name in unreadable {
-        delete_raw(&admin, ns, name).await;
-    }
-    let (took, unready) = wait_all_ready(&admin, &bystanders, Duration::from_secs(120)).await?;
-    if unready.is_empty() {
-        report.figure(
-            "converged after the unreadable graphs were deleted",
-            format!("{took:.1?}"),
-        );
     } else {
-        report.findings("lost", &unready, &mut suite.totals.lost);
+        let what = format!(
+            "after a restart with the bad inputs present, a new graph did not converge: {}",
+            unready.join(", ")
+        );
+        report.findings("lost", &[what], &mut suite.totals.lost);
     }
     Ok(())
 }
 
-/// Waits until the graphs of `namespaces` are Ready, or the operator's log shows the known
-/// issue (no point waiting for it: it does not heal while the object exists, and every retry
-/// logs the whole list).
-async fn ready_or_poisoned(
-    suite: &Suite,
-    namespaces: &[String],
-    timeout: Duration,
-) -> anyhow::Result<(Duration, Vec<String>)> {
-    let admin = suite.env.admin();
-    let started = Instant::now();
-    loop {
-        let (_, unready) = wait_all_ready(&admin, namespaces, Duration::from_secs(2)).await?;
-        if unready.is_empty() || started.elapsed() > timeout {
-            return Ok((started.elapsed(), unready));
-        }
-        if started.elapsed() > Duration::from_secs(10) && poisoned(suite).is_some() {
-            return Ok((started.elapsed(), unready));
-        }
-    }
-}
-
-/// The main operator's log shows its graph list failing to decode: the known issue's
-/// signature, with the decoding error.
-fn poisoned(suite: &Suite) -> Option<String> {
-    let log = suite
-        .main
-        .as_ref()
-        .map(|o| o.log_text())
-        .unwrap_or_default();
-    log.lines()
-        .rev()
-        .find(|l| {
-            l.contains("failed to perform initial object list")
-                && l.contains("DynamoGraphDeployment")
-        })
-        .map(|l| {
-            let at = l.find("Error deserializing").unwrap_or(0);
-            short(&l[at..], 160)
-        })
+/// A graph read as text and decoded without serde_json's depth limit (what the operator reads,
+/// the harness must read too), `None` when it does not exist.
+async fn read_deep(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> anyhow::Result<Option<DynamicObject>> {
+    use serde::Deserialize;
+    let path = format!("/apis/nvidia.com/v1beta1/namespaces/{ns}/dynamographdeployments/{name}");
+    let text = match client
+        .request_text(http::Request::get(path).body(Vec::new()).expect("request"))
+        .await
+    {
+        Ok(text) => text,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut de = serde_json::Deserializer::from_str(&text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(&mut de)?;
+    Ok(Some(serde_json::from_value(value)?))
 }
 
 /// Whether the graph exists (read as text: a typed client may fail to decode it).

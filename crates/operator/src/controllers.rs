@@ -15,6 +15,10 @@
 //! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
 //! calls, which it counts ([`kit::cache::Cache::live_reads`]).
 //!
+//! A stored object of ours that does not decode (a newer CRD version's enum value, nesting beyond
+//! `kit::object::MAX_DEPTH`) is skipped by the cache rather than failing its kind's list, and
+//! gets `Ready=False UnreadableObject` with a Warning event (`kit::unreadable`).
+//!
 //! Optional APIs (`resource.k8s.io/v1`, `leaderworkerset.x-k8s.io/v1`, `grove.io/v1alpha1`) are
 //! discovered once at start-up ([`Served`]); an API installed later is picked up at the next
 //! restart of the operator.
@@ -271,11 +275,41 @@ pub fn build(
         stop,
         served,
     };
-    Ok(vec![
+    let mut futures = vec![
         dgd_controller(&wiring)?,
         dcd_controller(&wiring)?,
         checkpoint_controller(&wiring)?,
         dgdsa_controller(&wiring)?,
+    ];
+    futures.extend(unreadable_reporters(&wiring)?);
+    Ok(futures)
+}
+
+/// The field manager of `Ready=False UnreadableObject` (see [`kit::unreadable`]); the
+/// controller's next status write takes the condition over.
+pub const UNREADABLE_MANAGER: &str = "dynamo-operator/unreadable";
+
+/// One reporter per kind of ours: a stored object the cache cannot decode (written through a
+/// newer CRD version, or nested too deeply) gets `Ready=False UnreadableObject` and a Warning
+/// event instead of silence. They run until `stop`, as the controllers do.
+fn unreadable_reporters(w: &Wiring<'_>) -> anyhow::Result<Vec<BoxFuture<'static, ()>>> {
+    let reporter =
+        || kit::unreadable::Reporter::new(w.client.clone(), UNREADABLE_MANAGER, w.events.clone());
+    let until_stop = |report: BoxFuture<'static, ()>| {
+        let stop = w.stop.clone();
+        async move {
+            tokio::select! {
+                _ = report => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+        .boxed()
+    };
+    Ok(vec![
+        until_stop(reporter().run::<DynamoGraphDeployment>(w.cache)?),
+        until_stop(reporter().run::<DynamoComponentDeployment>(w.cache)?),
+        until_stop(reporter().run::<api::DynamoCheckpoint>(w.cache)?),
+        until_stop(reporter().run::<DynamoGraphDeploymentScalingAdapter>(w.cache)?),
     ])
 }
 

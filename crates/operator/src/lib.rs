@@ -12,10 +12,11 @@
 //!    standby).
 //!
 //! A signal is honoured at every step: each start-up wait (leader election, API discovery) is
-//! raced with it, and after it the process is gone within `--shutdown-timeout` (in-flight
-//! reconciles, the Lease release and the webhook get that long together; what is left is
-//! cancelled). A controller still held until its caches sync, for instance while the apiserver
-//! is unreachable, therefore never keeps a stopping replica alive.
+//! raced with it; before the caches synced the controllers (held until then, nothing in flight)
+//! stop at once; after, in-flight reconciles get `--shutdown-timeout`, then the Lease release
+//! and the webhook what is left of it, at least a second; what has not finished is cancelled.
+//! A controller that never finishes, for instance while the apiserver does not answer,
+//! therefore never keeps a stopping replica alive.
 
 pub mod admin;
 pub mod cli;
@@ -194,6 +195,14 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
         }
     };
     match exit {
+        Exit::Shutdown if !cache.unready_kinds().is_empty() => {
+            // Before the caches synced no reconcile has started (each controller is held until
+            // its store is ready), so there is nothing to finish; waiting for the held
+            // controllers would only wait for the sync.
+            tracing::info!("caches not synced yet: nothing in flight, stopping at once");
+            running.abort();
+            tasks.stop(None).await;
+        }
         Exit::Shutdown => {
             // Stop taking work; in-flight reconciles finish (graceful shutdown of each
             // controller), then the Lease is released; all within the shutdown timeout.
@@ -210,6 +219,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     watches.abort();
     Ok(exit)
 }
+
+/// What the Lease release, the admin endpoints and the webhook get at least, after the
+/// controllers' part of the shutdown timeout.
+const RELEASE_GRACE: Duration = Duration::from_secs(1);
 
 /// `future`'s output, or `None` once `shutdown` fires first.
 async fn until<T>(shutdown: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
@@ -237,10 +250,13 @@ impl Tasks {
     /// shutdown (if they run), the Lease release, then the admin endpoints and the webhook.
     /// What has not finished by the deadline is cancelled, and said so in the log.
     async fn stop(self, controllers: Option<JoinHandle<Vec<()>>>) {
-        let deadline = Instant::now() + self.shutdown_timeout;
+        let mut deadline = Instant::now() + self.shutdown_timeout;
         if let Some(controllers) = controllers {
             join_by("controllers (in-flight reconciles)", controllers, deadline).await;
         }
+        // Releasing the Lease lets a standby take over at once rather than after the lease
+        // duration: it gets a moment even when the controllers used up the timeout.
+        deadline = deadline.max(Instant::now() + RELEASE_GRACE);
         if let Some((leader, task)) = self.lease {
             // Dropping the receiver asks the lease manager to release the Lease.
             drop(leader);
