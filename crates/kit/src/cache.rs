@@ -211,35 +211,15 @@ impl Cache {
     where
         K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
-        let key = kind_key(&K::api_version(&()), &K::kind(&()));
-        let kinds = self.inner.kinds.read().expect("cache lock");
-        let entry = kinds
-            .get(&key)
-            .ok_or_else(|| Error::Unsupported(format!("kind {key} is not watched")))?;
-        let pending = entry.pending.downcast_ref::<Pending<K>>().ok_or_else(|| {
-            Error::Unsupported(format!("kind {key} registered with another type"))
-        })?;
-        let writer = pending.writer.lock().expect("cache lock");
-        let applied: ReflectHandle<K> =
-            writer.as_ref().and_then(|w| w.subscribe()).ok_or_else(|| {
-                Error::Unsupported(format!("cache already running; cannot subscribe to {key}"))
-            })?;
-        let kind = key.clone();
-        let deleted = futures::stream::unfold(pending.deleted.subscribe(), move |mut rx| {
-            let kind = kind.clone();
-            async move {
-                loop {
-                    match rx.recv().await {
-                        Ok(object) => return Some((object, rx)),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(kind = %kind, missed = n, "subscriber missed deletions");
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
-            }
-        });
-        Ok(futures::stream::select(applied, deleted).boxed())
+        self.with_pending(|key, pending: &Pending<K>| {
+            let writer = pending.writer.lock().expect("cache lock");
+            let applied: ReflectHandle<K> =
+                writer.as_ref().and_then(|w| w.subscribe()).ok_or_else(|| {
+                    Error::Unsupported(format!("cache already running; cannot subscribe to {key}"))
+                })?;
+            let deleted = received(pending.deleted.subscribe(), key, "deletions");
+            Ok(futures::stream::select(applied, deleted).boxed())
+        })
     }
 
     /// The stored objects of kind `K` that could not be decoded, as the watch meets them (each
@@ -247,6 +227,16 @@ impl Cache {
     /// sees them, and an object that turns unreadable leaves the store as if it was deleted.
     /// The kind must be registered and the cache not yet running.
     pub fn unreadable<K>(&self) -> Result<BoxStream<'static, Arc<Unreadable>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        self.with_pending(|key, pending: &Pending<K>| {
+            Ok(received(pending.unreadable.subscribe(), key, "unreadable objects").boxed())
+        })
+    }
+
+    /// Runs `f` on the registration of kind `K` (with its key, for messages).
+    fn with_pending<K, T>(&self, f: impl FnOnce(&str, &Pending<K>) -> Result<T>) -> Result<T>
     where
         K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
@@ -258,21 +248,7 @@ impl Cache {
         let pending = entry.pending.downcast_ref::<Pending<K>>().ok_or_else(|| {
             Error::Unsupported(format!("kind {key} registered with another type"))
         })?;
-        let stream = futures::stream::unfold(pending.unreadable.subscribe(), move |mut rx| {
-            let kind = key.clone();
-            async move {
-                loop {
-                    match rx.recv().await {
-                        Ok(object) => return Some((object, rx)),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(kind = %kind, missed = n, "subscriber missed unreadable objects");
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                    }
-                }
-            }
-        });
-        Ok(stream.boxed())
+        f(&key, pending)
     }
 
     /// The store of kind `K`, if registered.
@@ -383,6 +359,30 @@ impl Cache {
             None => Api::all_with(self.inner.client.clone(), resource),
         }
     }
+}
+
+/// What a broadcast receiver gets, as a stream that ends with the sender; a subscriber that fell
+/// behind is told in the log what it missed (`what`, of `kind`).
+fn received<T: Clone + Send + 'static>(
+    rx: tokio::sync::broadcast::Receiver<T>,
+    kind: &str,
+    what: &'static str,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    let kind = kind.to_string();
+    futures::stream::unfold(rx, move |mut rx| {
+        let kind = kind.clone();
+        async move {
+            loop {
+                match rx.recv().await {
+                    Ok(item) => return Some((item, rx)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(kind = %kind, missed = n, "subscriber missed {what}");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
 }
 
 /// Whether a store watched in `watched` (`None`: everywhere) holds every object of `requested`.

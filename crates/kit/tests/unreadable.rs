@@ -131,6 +131,17 @@ async fn ready(client: &kube::Client, ns: &str, name: &str) -> Option<Condition>
         .find(|c| c.type_ == "Ready")
 }
 
+/// The names in `store`, sorted.
+fn names(store: &kube::runtime::reflector::Store<Widget>) -> Vec<String> {
+    let mut names: Vec<_> = store
+        .state()
+        .iter()
+        .map(|w| w.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    names
+}
+
 async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -177,14 +188,8 @@ async fn unreadable_objects_are_skipped_and_reported_once() {
     tokio::spawn(cache.run());
     cache.wait_until_ready().await;
 
-    let mut names: Vec<_> = store
-        .state()
-        .iter()
-        .map(|w| w.metadata.name.clone().unwrap())
-        .collect();
-    names.sort();
     assert_eq!(
-        names,
+        names(&store),
         ["deep-ok", "good"],
         "the readable objects, and only those"
     );
@@ -229,13 +234,7 @@ async fn unreadable_objects_are_skipped_and_reported_once() {
     // Turned unreadable: it leaves the store and is reported.
     put(&api, "good", json!({"mode": "Z"})).await;
     eventually("the store to follow", || async {
-        let mut names: Vec<_> = store
-            .state()
-            .iter()
-            .map(|w| w.metadata.name.clone().unwrap())
-            .collect();
-        names.sort();
-        names == ["deep-ok", "newer"]
+        names(&store) == ["deep-ok", "newer"]
     })
     .await;
     eventually("good: Ready=False", || async {
