@@ -175,6 +175,10 @@ const STATE_FILE: &str = "testkit.json";
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
 const AUDIT_LOG: &str = "audit.log";
+/// How long an installed CRD may take to be Established and served (generous: a loaded machine
+/// compiles a large CRD's CEL rules and OpenAPI slowly).
+const CRD_TIMEOUT: Duration = Duration::from_secs(90);
+
 /// The media type of aggregated discovery (`GET /apis`), which kubectl reads.
 const AGGREGATED_DISCOVERY: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -626,7 +630,7 @@ impl ControlPlane {
         }
         for crd in crds {
             let name = crd.metadata.name.clone().unwrap_or_default();
-            let deadline = Instant::now() + Duration::from_secs(30);
+            let deadline = Instant::now() + CRD_TIMEOUT;
             loop {
                 let current = api.get(&name).await?;
                 let established = current
@@ -643,7 +647,7 @@ impl ControlPlane {
                 if Instant::now() > deadline {
                     return Err(Error::Timeout {
                         what: format!("CRD {name} Established"),
-                        after: Duration::from_secs(30),
+                        after: CRD_TIMEOUT,
                         log: String::new(),
                     });
                 }
@@ -654,7 +658,7 @@ impl ControlPlane {
         let client = self.client();
         for crd in crds {
             let group = &crd.spec.group;
-            let deadline = Instant::now() + Duration::from_secs(30);
+            let deadline = Instant::now() + CRD_TIMEOUT;
             for version in crd.spec.versions.iter().filter(|v| v.served) {
                 let path = format!("/apis/{group}/{}", version.name);
                 loop {
@@ -688,7 +692,7 @@ impl ControlPlane {
                     if Instant::now() > deadline {
                         return Err(Error::Timeout {
                             what: format!("{path} serving {}", crd.spec.names.plural),
-                            after: Duration::from_secs(30),
+                            after: CRD_TIMEOUT,
                             log: String::new(),
                         });
                     }
