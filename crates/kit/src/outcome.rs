@@ -13,6 +13,10 @@ pub use kube::runtime::events::EventType;
 /// The action reported on events that do not name one.
 pub const DEFAULT_ACTION: &str = "Reconcile";
 
+/// The longest note an event carries, in bytes (the apiserver refuses notes over 1 KiB); a
+/// longer one is cut at a character boundary.
+pub const NOTE_LIMIT: usize = 1000;
+
 /// A Kubernetes Event queued by a reconciler, published by the top level after the status write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
@@ -39,13 +43,21 @@ impl Event {
         Self::new(EventType::Warning, reason, note)
     }
 
-    /// An event of `type_`.
+    /// An event of `type_`; `note` is cut to [`NOTE_LIMIT`] bytes.
     pub fn new(type_: EventType, reason: &str, note: impl Into<String>) -> Self {
+        let mut note = note.into();
+        if note.len() > NOTE_LIMIT {
+            let mut end = NOTE_LIMIT;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
         Event {
             type_,
             reason: reason.to_string(),
             action: DEFAULT_ACTION.to_string(),
-            note: Some(note.into()),
+            note: Some(note),
             secondary: None,
         }
     }
@@ -243,6 +255,16 @@ mod tests {
             self.state = "failed".into();
             self.observed = generation;
         }
+    }
+
+    #[test]
+    fn event_notes_are_cut_at_the_limit_on_a_character_boundary() {
+        let short = Event::warning("R", "fine");
+        assert_eq!(short.note.as_deref(), Some("fine"));
+        let long = Event::warning("R", "é".repeat(NOTE_LIMIT));
+        let note = long.note.unwrap();
+        assert!(note.len() <= NOTE_LIMIT && note.len() > NOTE_LIMIT - 2);
+        assert!(note.chars().all(|c| c == 'é'));
     }
 
     #[test]

@@ -147,16 +147,7 @@ impl Reporter {
             resource_version: object.metadata.resource_version.clone(),
             ..ObjectReference::default()
         };
-        let mut note = condition.message.clone();
-        if note.len() > 1000 {
-            let mut end = 1000;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
-        let mut event = Event::warning(REASON, note);
-        event.action = "Decode".into();
+        let event = Event::warning(REASON, condition.message).action("Decode");
         self.events.publish(&event, &regarding).await?;
         Ok(true)
     }
