@@ -5,7 +5,7 @@
 //! event each (no write for the condition's own watch event).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -142,16 +142,13 @@ fn names(store: &kube::runtime::reflector::Store<Widget>) -> Vec<String> {
     names
 }
 
-async fn eventually<F, Fut>(what: &str, mut check: F)
+/// Waits up to 30 s for `check`.
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    testkit::eventually(what, Duration::from_secs(30), check).await
 }
 
 #[tokio::test]

@@ -5,34 +5,9 @@ mod common;
 use std::time::Duration;
 
 use api::DynamoGraphDeployment;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
+use kube::api::{Api, Patch, PatchParams};
 
-use common::{Operator, Spawn, eventually, metric};
-
-fn manifest(relative: &str) -> DynamicObject {
-    let path = format!(
-        "{}/../../../shared/conformance/{relative}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-async fn apply(client: kube::Client, ns: &str, object: &DynamicObject) {
-    let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        "nvidia.com",
-        "v1beta1",
-        "DynamoGraphDeployment",
-    ));
-    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &ar);
-    api.patch(
-        object.metadata.name.as_deref().unwrap(),
-        &PatchParams::apply("kubectl").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .unwrap();
-}
+use common::{Operator, Spawn, apply, eventually, manifest, metric};
 
 fn is_ready(dgd: &DynamoGraphDeployment) -> bool {
     dgd.status

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
 
-use common::{Operator, Spawn, eventually};
+use common::{Operator, Spawn, eventually, manifest};
 
 const DEPLOY_FILES: &[&str] = &[
     "operator/namespace.yaml",
@@ -54,14 +54,6 @@ async fn install(client: &kube::Client, objects: &[DynamicObject]) {
     }
 }
 
-fn conformance(relative: &str) -> DynamicObject {
-    let path = format!(
-        "{}/../../../shared/conformance/{relative}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
 #[tokio::test]
 async fn converges_with_only_the_deployed_rbac() {
     let cp = testkit::ControlPlane::shared().await;
@@ -101,11 +93,11 @@ async fn converges_with_only_the_deployed_rbac() {
     let ar = ApiResource::erase::<DynamoGraphDeployment>(&());
     let raw: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns.name(), &ar);
     let mut names = Vec::new();
-    for manifest in [
+    for relative in [
         "v1beta1/vllm-agg.yaml",
         "v1beta1/sglang-disagg-planner.yaml",
     ] {
-        let object = conformance(manifest);
+        let object = manifest(relative);
         let name = object.metadata.name.clone().unwrap();
         raw.patch(
             &name,
@@ -139,7 +131,7 @@ async fn converges_with_only_the_deployed_rbac() {
     }
     // The scaling adapter controller: the worker opts in, the adapter is scaled through its
     // scale subresource, the count reaches the Deployment.
-    let mut scalable = conformance("v1beta1/vllm-agg.yaml");
+    let mut scalable = manifest("v1beta1/vllm-agg.yaml");
     for component in scalable.data["spec"]["components"].as_array_mut().unwrap() {
         if component["name"] == "VllmDecodeWorker" {
             component["scalingAdapter"] = serde_json::json!({});

@@ -16,20 +16,12 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 use testkit::{ControlPlane, TestNamespace};
 
-use common::{Operator, Spawn};
+use common::{Operator, Spawn, manifest};
 
 const GRAPH: &str = "vllm-agg";
 const WORKER: &str = "VllmDecodeWorker";
 const ADAPTER: &str = "vllm-agg-vllmdecodeworker";
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn manifest(relative: &str) -> DynamicObject {
-    let path = format!(
-        "{}/../../../shared/conformance/{relative}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 /// vllm-agg with the worker opted into a scaling adapter, seeded with `replicas`.
 fn scalable_graph(replicas: i64) -> DynamicObject {

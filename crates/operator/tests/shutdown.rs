@@ -7,10 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
-
-use common::{Operator, Spawn, eventually};
+use common::{Operator, Spawn, apply, eventually, manifest};
 
 /// What the test allows for an exit after SIGTERM (the operator's own deadline is 5 s).
 const LIMIT: Duration = Duration::from_secs(10);
@@ -36,30 +33,13 @@ fn stop_as(operator: &mut Operator, moment: &str, early: bool) {
     }
 }
 
+/// `count` copies of the vllm-disagg graph, named `g0`, `g1`, ...
 async fn graphs(cp: &testkit::ControlPlane, ns: &str, count: usize) {
-    let path = format!(
-        "{}/../../../shared/conformance/v1beta1/vllm-disagg.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let template: DynamicObject =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        "nvidia.com",
-        "v1beta1",
-        "DynamoGraphDeployment",
-    ));
-    let api: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns, &ar);
+    let template = manifest("v1beta1/vllm-disagg.yaml");
     for i in 0..count {
         let mut graph = template.clone();
-        let name = format!("g{i}");
-        graph.metadata.name = Some(name.clone());
-        api.patch(
-            &name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&graph),
-        )
-        .await
-        .unwrap();
+        graph.metadata.name = Some(format!("g{i}"));
+        apply(cp.client(), ns, &graph).await;
     }
 }
 

@@ -659,17 +659,16 @@ impl ControlPlane {
         for crd in crds {
             let group = &crd.spec.group;
             let deadline = Instant::now() + CRD_TIMEOUT;
+            let quoted = format!("\"{}\"", crd.spec.names.plural);
             for version in crd.spec.versions.iter().filter(|v| v.served) {
                 let path = format!("/apis/{group}/{}", version.name);
                 loop {
                     // Both the group-version document and aggregated discovery (what kubectl
                     // and most clients read first) must list the resource.
-                    let plural = format!("\"{}\"", crd.spec.names.plural);
-                    let listed = |body: &str| body.contains(&plural);
                     let served = client
                         .request_text(http::Request::get(&path).body(Vec::new()).unwrap())
                         .await
-                        .is_ok_and(|body| listed(&body))
+                        .is_ok_and(|body| body.contains(&quoted))
                         && client
                             .request_text(
                                 http::Request::get("/apis")
@@ -788,6 +787,20 @@ fn random_suffix() -> String {
             .as_nanos(),
     );
     format!("{:010x}", h.finish() & 0xff_ffff_ffff)
+}
+
+/// Polls `check` every 100 ms until it holds; panics with `what` once `timeout` has passed (a
+/// test's wait for the cluster to get somewhere).
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A plain HTTP GET on loopback (etcd's health endpoint).

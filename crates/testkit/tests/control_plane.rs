@@ -1,7 +1,7 @@
 //! The control plane is real: CRDs are served, Deployments become Available on simulated nodes,
 //! the garbage collector removes dependents, RBAC is enforced and requests are audited.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
@@ -10,17 +10,7 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::discovery::ApiResource;
 
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+use testkit::eventually;
 
 #[tokio::test]
 async fn crd_is_served() {

@@ -6,7 +6,35 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use testkit::ControlPlane;
+
+/// A manifest of the conformance corpus (`../shared/conformance/<relative>`).
+pub fn manifest(relative: &str) -> DynamicObject {
+    let path = format!(
+        "{}/../../../shared/conformance/{relative}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Server-side applies a v1beta1 DynamoGraphDeployment as `kubectl` would.
+pub async fn apply(client: kube::Client, ns: &str, object: &DynamicObject) {
+    let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "nvidia.com",
+        "v1beta1",
+        "DynamoGraphDeployment",
+    ));
+    let api: Api<DynamicObject> = Api::namespaced_with(client, ns, &ar);
+    api.patch(
+        object.metadata.name.as_deref().unwrap(),
+        &PatchParams::apply("kubectl").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap();
+}
 
 /// One operator process; killed when dropped.
 pub struct Operator {
@@ -184,18 +212,8 @@ pub fn http_get(address: &str, path: &str) -> Option<String> {
     raw.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
 }
 
-/// Polls `check` every 100 ms until it holds or `timeout` passes (then panics with `what`).
-pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+#[allow(unused_imports)] // not every test binary waits
+pub use testkit::eventually;
 
 /// The value of a metric line starting with `prefix` (`name{labels}`), if present.
 pub fn metric(text: &str, prefix: &str) -> Option<f64> {
