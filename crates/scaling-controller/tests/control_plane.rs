@@ -190,7 +190,7 @@ async fn grove_children_are_scaled_through_their_scale_subresource() {
         .since(&mark)
         .await
         .into_iter()
-        .filter(|e| e.user == USER && e.is_write())
+        .filter(|e| e.user == USER && e.namespace == ns.name() && e.is_write())
         .map(|e| (e.verb, e.resource, e.subresource, e.code))
         .collect();
     assert_eq!(
@@ -225,7 +225,7 @@ async fn grove_children_are_scaled_through_their_scale_subresource() {
         .since(&mark)
         .await
         .into_iter()
-        .filter(|e| e.user == USER && e.is_write())
+        .filter(|e| e.user == USER && e.namespace == ns.name() && e.is_write())
         .count();
     assert_eq!(writes, 0);
 }
