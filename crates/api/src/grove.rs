@@ -596,17 +596,7 @@ mod tests {
     use std::path::Path;
 
     fn grove_crd(file: &str) -> Value {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let dir = std::env::var_os("CONFORMANCE_DIR")
-            .map(std::path::PathBuf::from)
-            .or_else(|| {
-                here.ancestors()
-                    .map(|a| a.join("shared/conformance"))
-                    .find(|p| p.is_dir())
-            })
-            .expect("shared/conformance");
-        let text = std::fs::read_to_string(dir.join("grove-crds").join(file)).unwrap();
-        serde_yaml::from_str(&text).unwrap()
+        serde_yaml::from_str(&testkit::testdata::read(Path::new("grove-crds").join(file))).unwrap()
     }
 
     fn grove_schema(file: &str) -> Value {

@@ -4,7 +4,6 @@
 //! Nothing sleeps: every wait is a watch (`await_condition`) with a deadline.
 
 use std::future::Future;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,14 +39,7 @@ const DEADLINE: Duration = Duration::from_secs(90);
 
 /// The conformance example, as published upstream.
 fn conformance_checkpoint() -> DynamoCheckpoint {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/conformance/checkpoint"))
-        .find(|p| p.is_dir())
-        .or_else(|| std::env::var_os("CONFORMANCE_DIR").map(|d| Path::new(&d).join("checkpoint")))
-        .expect("shared/conformance/checkpoint not found; set CONFORMANCE_DIR");
-    let text = std::fs::read_to_string(dir.join("qwen3-vllm.yaml")).unwrap();
-    serde_yaml::from_str(&text).unwrap()
+    serde_yaml::from_str(&testkit::testdata::read("checkpoint/qwen3-vllm.yaml")).unwrap()
 }
 
 /// Reads served from the reflector stores whose streams also trigger the controller, so a

@@ -15,32 +15,11 @@ use kube::ResourceExt;
 /// Namespace of fixtures.
 pub const NS: &str = "ns";
 
-/// The conformance manifests directory (`CONFORMANCE_DIR`, else `shared/conformance` above the
-/// crate).
-pub fn conformance_dir() -> PathBuf {
-    std::env::var_os("CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .ancestors()
-                .map(|a| a.join("shared/conformance"))
-                .find(|p| p.is_dir())
-        })
-        .expect("the conformance manifests (set CONFORMANCE_DIR)")
-}
-
 /// Every DynamoGraphDeployment of the v1beta1 and v1alpha1 conformance folders, as v1beta1.
 pub fn conformance_graphs() -> Vec<(PathBuf, DynamoGraphDeployment)> {
     let mut out = Vec::new();
     for (folder, alpha) in [("v1beta1", false), ("v1alpha1", true)] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(conformance_dir().join(folder))
-            .map(|dir| dir.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        for path in files {
-            if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
-                continue;
-            }
+        for path in testkit::testdata::yaml_files(folder) {
             let text = std::fs::read_to_string(&path).unwrap();
             let dgd = if alpha {
                 let a: api::v1alpha1::DynamoGraphDeployment = serde_yaml::from_str(&text)

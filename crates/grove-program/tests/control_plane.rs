@@ -4,7 +4,7 @@
 //! graph's Ready condition follows; an idle pass writes nothing; a replica change goes through
 //! the scale subresource; Grove's topology condition becomes ours, with its event.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,27 +37,10 @@ const USER: &str = "grove-program";
 /// Who plays Grove.
 const GROVE: &str = "grove-operator";
 
-fn conformance_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-        .expect("shared/conformance not found above the crate; set CONFORMANCE_DIR")
-}
-
 async fn start() -> (&'static ControlPlane, TestNamespace) {
     let cp = ControlPlane::shared().await;
     cp.install_crds(&api::crds()).await.unwrap();
-    let dir = conformance_dir().join("grove-crds");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
+    let files = testkit::testdata::yaml_files("grove-crds");
     cp.install_crd_files(&files).await.unwrap();
     let ns = cp.namespace().await;
     (cp, ns)
@@ -129,7 +112,7 @@ async fn create_graph(
     file: &str,
     edit: impl FnOnce(&mut DynamoGraphDeployment),
 ) -> DynamoGraphDeployment {
-    let text = std::fs::read_to_string(conformance_dir().join("v1beta1").join(file)).unwrap();
+    let text = testkit::testdata::read(Path::new("v1beta1").join(file));
     let mut dgd: DynamoGraphDeployment = serde_yaml::from_str(&text).unwrap();
     dgd.metadata.namespace = Some(ns.name().into());
     dgd.metadata

@@ -5,35 +5,17 @@
 //! `UPDATE_GOLDEN=1 cargo test -p grove-program --test golden` rewrites them; review the diff
 //! against upstream's rendering rules before committing it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use api::DynamoGraphDeployment;
 use grove_program::grove_render::{self, Inputs, Settings, Workers};
 use std::collections::{BTreeMap, BTreeSet};
 
-fn conformance_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-        .expect("shared/conformance not found above the crate; set CONFORMANCE_DIR")
-}
-
 /// Every DynamoGraphDeployment of the conformance folders, as v1beta1, with its file stem.
 fn graphs() -> Vec<(String, DynamoGraphDeployment)> {
     let mut out = Vec::new();
     for version in ["v1beta1", "v1alpha1"] {
-        let dir = conformance_dir().join(version);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-            .collect();
-        files.sort();
-        for path in files {
+        for path in testkit::testdata::yaml_files(version) {
             let text = std::fs::read_to_string(&path).unwrap();
             let stem = path.file_stem().unwrap().to_string_lossy().to_string();
             let value: serde_json::Value = serde_yaml::from_str(&text).unwrap();

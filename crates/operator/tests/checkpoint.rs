@@ -16,12 +16,7 @@ async fn a_checkpoint_is_captured_through_the_operator() {
     cp.install_crds(&api::crds()).await.unwrap();
     let operator = Operator::spawn(cp, Spawn::default());
     let ns = cp.namespace().await;
-    let path = format!(
-        "{}/../../../shared/conformance/checkpoint/qwen3-vllm.yaml",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let object: DynamicObject =
-        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let object = common::manifest("checkpoint/qwen3-vllm.yaml");
     let name = object.metadata.name.clone().unwrap();
     let ar = ApiResource::erase::<api::DynamoCheckpoint>(&());
     let raw: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns.name(), &ar);

@@ -29,12 +29,7 @@ async fn v1alpha1_manifests_convert_through_the_operator() {
         "DynamoGraphDeployment",
     ));
     let alpha_api: Api<DynamicObject> = Api::namespaced_with(cp.client(), ns.name(), &alpha);
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/conformance/v1alpha1/vllm-agg.yaml"
-    ))
-    .unwrap();
-    let manifest: DynamicObject = serde_yaml::from_str(&text).unwrap();
+    let manifest = common::manifest("v1alpha1/vllm-agg.yaml");
     let name = manifest.metadata.name.clone().unwrap();
     // The operator points the CRD's webhook at itself at start-up; until then v1alpha1 fails.
     eventually(

@@ -1,8 +1,7 @@
 //! The adapter reconciler against the real control plane: the scale subresources of Grove's
-//! real CRDs (`shared/conformance/grove-crds/`), with the test playing Grove; and the partial
+//! real CRDs (`testdata/grove-crds/`), with the test playing Grove; and the partial
 //! apply of a DCD's replicas, which the API server refuses to turn into a new DCD.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use api::grove::{
@@ -28,27 +27,10 @@ use testkit::{ControlPlane, TestNamespace};
 /// The identity of the reconciler's requests.
 const USER: &str = "scaling-controller";
 
-fn conformance_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return PathBuf::from(dir);
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-        .expect("shared/conformance not found above the crate; set CONFORMANCE_DIR")
-}
-
 async fn start() -> (&'static ControlPlane, TestNamespace) {
     let cp = ControlPlane::shared().await;
     cp.install_crds(&api::crds()).await.unwrap();
-    let dir = conformance_dir().join("grove-crds");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
+    let files = testkit::testdata::yaml_files("grove-crds");
     cp.install_crd_files(&files).await.unwrap();
     let ns = cp.namespace().await;
     (cp, ns)

@@ -34,6 +34,7 @@ pub mod binaries;
 pub mod pki;
 pub mod process;
 mod restart;
+pub mod testdata;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -286,7 +287,7 @@ impl ControlPlane {
             None => tempfile::Builder::new()
                 .prefix("testkit-")
                 .tempdir()
-                .map_err(|e| Error::io(Path::new("/tmp"), e))?
+                .map_err(|e| Error::io(&std::env::temp_dir(), e))?
                 .keep(),
         };
         if let Err(e) = check_free_space(&dir) {

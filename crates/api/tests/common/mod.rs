@@ -3,18 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// The conformance manifests folder: `$CONFORMANCE_DIR`, or the nearest `shared/conformance`
-/// above this crate.
-pub fn conformance_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return PathBuf::from(dir);
-    }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    here.ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-        .expect("shared/conformance not found above the crate; set CONFORMANCE_DIR")
-}
+/// The test-data folders holding Dynamo manifests (the others hold CRDs).
+pub const MANIFEST_FOLDERS: &[&str] = &["v1beta1", "v1alpha1", "checkpoint", "upstream-examples"];
 
 /// One YAML document of a manifest file.
 pub struct Manifest {
@@ -37,21 +27,22 @@ impl Manifest {
     }
 }
 
-/// Every document of every `*.yaml` file under the conformance folder, except Grove's CRDs.
+/// Every document of our API group in every `*.yaml` file of the test-data manifest folders.
 pub fn conformance_manifests() -> Vec<Manifest> {
-    let mut files = Vec::new();
-    collect_yaml(&conformance_dir(), &mut files);
-    files.sort();
+    let files = MANIFEST_FOLDERS
+        .iter()
+        .flat_map(testkit::testdata::yaml_files);
     let mut out = Vec::new();
     for path in files {
-        if path.components().any(|c| c.as_os_str() == "grove-crds") {
-            continue;
-        }
         let text = std::fs::read_to_string(&path).unwrap();
         for doc in serde_yaml::Deserializer::from_str(&text) {
             let value: serde_json::Value = serde::Deserialize::deserialize(doc)
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            if !value.is_null() {
+            // Our kinds only: some upstream examples carry a ConfigMap, PVC or claim template.
+            let ours = value["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with(&format!("{}/", api::GROUP)));
+            if ours {
                 out.push(Manifest {
                     path: path.clone(),
                     value,
@@ -65,21 +56,7 @@ pub fn conformance_manifests() -> Vec<Manifest> {
 
 /// Grove's CRD files.
 pub fn grove_crd_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    collect_yaml(&conformance_dir().join("grove-crds"), &mut files);
-    files.sort();
-    files
-}
-
-fn collect_yaml(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            collect_yaml(&path, out);
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
+    testkit::testdata::yaml_files("grove-crds")
 }
 
 /// Every leaf of `expected` is present with the same value in `actual` (extra fields in

@@ -10,13 +10,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use testkit::ControlPlane;
 
-/// A manifest of the conformance corpus (`../shared/conformance/<relative>`).
+/// A manifest of the test data (`testdata/<relative>`).
 pub fn manifest(relative: &str) -> DynamicObject {
-    let path = format!(
-        "{}/../../../shared/conformance/{relative}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    serde_yaml::from_str(&testkit::testdata::read(relative)).unwrap()
 }
 
 /// Server-side applies a v1beta1 DynamoGraphDeployment as `kubectl` would.

@@ -107,21 +107,9 @@ pub async fn install_operator(cp: &ControlPlane) {
 /// client-side with `api::conversion::to_v1beta1`, as the conversion webhook would before the
 /// operator sees them (no webhook runs in these tests).
 pub fn conformance() -> Vec<(PathBuf, DynamoGraphDeployment)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance");
-    let root = if root.exists() {
-        root
-    } else {
-        PathBuf::from("/work/shared/conformance")
-    };
     let mut out = Vec::new();
     for version in ["v1beta1", "v1alpha1"] {
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join(version))
-            .expect("conformance folder")
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        paths.sort();
-        for path in paths {
+        for path in testkit::testdata::yaml_files(version) {
             out.push((path.clone(), load(&path)));
         }
     }
