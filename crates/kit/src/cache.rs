@@ -19,6 +19,14 @@
 //!
 //! Cached reads are eventually consistent: right after a write, the cache may still hold the
 //! previous revision until the watch event arrives (which triggers another reconcile).
+//!
+//! # Deletions
+//! An object leaves a store when its watch says it was deleted (by anyone: a user, garbage
+//! collection, the operator) or, after the watch had to list again (a lost connection, an
+//! expired resourceVersion), when the new list no longer holds it. Both reach subscribers as
+//! deletions and call the hooks registered with [`Cache::on_deleted`], which is how per-object
+//! state elsewhere (for example [`crate::client::KubeWriter`]'s memo of applied bodies) is
+//! dropped with the object.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -57,6 +65,32 @@ struct Inner {
     kinds: RwLock<HashMap<String, Entry>>,
     started: Mutex<bool>,
     live_reads: AtomicU64,
+    on_deleted: Arc<DeletionHooks>,
+}
+
+/// An object that left a store: its kind (`apiVersion/Kind`), namespace and name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gone<'a> {
+    /// `apiVersion/Kind`, as in [`ApiResource`] (`v1/ConfigMap`, `apps/v1/Deployment`).
+    pub kind: &'a str,
+    /// The namespace, for a namespaced object.
+    pub namespace: Option<&'a str>,
+    /// The name.
+    pub name: &'a str,
+}
+
+type DeletionHook = Box<dyn Fn(Gone<'_>) + Send + Sync>;
+
+/// The functions called for every deleted object, of every kind.
+#[derive(Default)]
+struct DeletionHooks(RwLock<Vec<DeletionHook>>);
+
+impl DeletionHooks {
+    fn call(&self, gone: Gone<'_>) {
+        for hook in self.0.read().expect("cache lock").iter() {
+            hook(gone);
+        }
+    }
 }
 
 struct Entry {
@@ -85,6 +119,51 @@ fn kind_key(api_version: &str, kind: &str) -> String {
     format!("{api_version}/{kind}")
 }
 
+/// The `apiVersion/Kind` key of a resource, as [`Gone::kind`] spells it.
+pub fn resource_key(resource: &ApiResource) -> String {
+    kind_key(&resource.api_version, &resource.kind)
+}
+
+/// Tells subscribers and hooks which objects left the store: each deletion the watch reports,
+/// and, when the watch lists again, each object the old list held that the new one does not
+/// (deleted while the watch was away: no deletion event ever comes for it).
+struct Departures<K: Resource<DynamicType = ()> + Clone + 'static> {
+    kind: String,
+    store: Store<K>,
+    deleted: tokio::sync::broadcast::Sender<Arc<K>>,
+    hooks: Arc<DeletionHooks>,
+    /// What the store held when a relist began (the store keeps it until the list is complete).
+    before_list: Option<Vec<Arc<K>>>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + 'static> Departures<K> {
+    /// Called with every watch event after the store applied it.
+    fn observe(&mut self, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Delete(object) => self.gone(Arc::new(object.clone())),
+            watcher::Event::Init => self.before_list = Some(self.store.state()),
+            watcher::Event::InitDone => {
+                for object in self.before_list.take().unwrap_or_default() {
+                    let now = self.store.get(&ObjectRef::from_obj(object.as_ref()));
+                    if now.is_none_or(|now| now.uid() != object.uid()) {
+                        self.gone(object);
+                    }
+                }
+            }
+            watcher::Event::InitApply(_) | watcher::Event::Apply(_) => {}
+        }
+    }
+
+    fn gone(&self, object: Arc<K>) {
+        self.hooks.call(Gone {
+            kind: &self.kind,
+            namespace: object.meta().namespace.as_deref(),
+            name: object.meta().name.as_deref().unwrap_or_default(),
+        });
+        let _ = self.deleted.send(object);
+    }
+}
+
 impl Cache {
     /// An empty cache reading through `client`.
     pub fn new(client: Client) -> Self {
@@ -94,6 +173,7 @@ impl Cache {
                 kinds: RwLock::new(HashMap::new()),
                 started: Mutex::new(false),
                 live_reads: AtomicU64::new(0),
+                on_deleted: Arc::default(),
             }),
         }
     }
@@ -151,10 +231,17 @@ impl Cache {
             None => Api::all_with(client, &()),
         };
         let known = store.clone();
+        let hooks = self.inner.on_deleted.clone();
         let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
             let pending = pending.downcast_ref::<Pending<K>>()?;
             let writer = pending.writer.lock().expect("cache lock").take()?;
-            let deleted = pending.deleted.clone();
+            let mut departures = Departures {
+                kind: kind_for_log.clone(),
+                store: known.clone(),
+                deleted: pending.deleted.clone(),
+                hooks,
+                before_list: None,
+            };
             let unreadable = pending.unreadable.clone();
             let kind = kind_for_log;
             let kind_for_sort = kind.clone();
@@ -171,11 +258,8 @@ impl Cache {
                     .reflect_shared(writer)
                     .for_each(move |event| {
                         match event {
-                            // The store already dropped it: subscribers see it gone.
-                            Ok(watcher::Event::Delete(object)) => {
-                                let _ = deleted.send(Arc::new(object));
-                            }
-                            Ok(_) => {}
+                            // The store already applied it: subscribers see it gone.
+                            Ok(event) => departures.observe(&event),
                             Err(err) => {
                                 tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
                             }
@@ -220,6 +304,18 @@ impl Cache {
             let deleted = received(pending.deleted.subscribe(), key, "deletions");
             Ok(futures::stream::select(applied, deleted).boxed())
         })
+    }
+
+    /// Call `hook` for every object of every watched kind that leaves its store (see the module
+    /// docs, "Deletions"), after the store dropped it. Hooks run on the watch's task: keep them
+    /// short and never block.
+    pub fn on_deleted(&self, hook: impl Fn(Gone<'_>) + Send + Sync + 'static) {
+        self.inner
+            .on_deleted
+            .0
+            .write()
+            .expect("cache lock")
+            .push(Box::new(hook));
     }
 
     /// The stored objects of kind `K` that could not be decoded, as the watch meets them (each
@@ -337,7 +433,7 @@ impl Cache {
         name: &str,
     ) -> Option<Option<DynamicObject>> {
         let kinds = self.inner.kinds.read().expect("cache lock");
-        let entry = kinds.get(&kind_key(&resource.api_version, &resource.kind))?;
+        let entry = kinds.get(&resource_key(resource))?;
         if !entry.store.is_ready() || !covers(entry.namespace.as_deref(), namespace) {
             return None;
         }

@@ -147,7 +147,8 @@ pub trait StatusWriter: Send + Sync {
     ) -> Result<Applied<DynamicObject>>;
 }
 
-/// Where Kubernetes Events go. Implemented by kube's `Recorder` and by the double.
+/// Where Kubernetes Events go. Implemented by [`crate::events::Publisher`], kube's `Recorder`
+/// and the double.
 #[async_trait]
 pub trait EventSink: Send + Sync {
     /// Publish `event` about the object `regarding`.

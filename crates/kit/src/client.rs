@@ -21,9 +21,17 @@
 //! after start, a different body, any foreign write, a cache that lags) sends the request and lets
 //! the server decide. A cache that lags behind a foreign write can make one apply skip; the watch
 //! event of that write then triggers a reconcile whose apply is sent.
+//!
+//! # What the writer remembers
+//! Per object and field manager, a digest of the last applied body and the resourceVersion the
+//! apply returned; nothing else. An object's entries are dropped when it leaves the cache
+//! (deleted by anyone, see [`Cache::on_deleted`]) or when this writer deletes it, and the memo
+//! never holds more than [`MEMO_CAPACITY`] objects (the least recently used go first: objects of
+//! kinds the cache does not watch, whose deletion is never seen). Forgetting costs at most one
+//! apply that could have been skipped.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v1::Scale;
@@ -34,23 +42,117 @@ use kube::api::{
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::cache::Cache;
+use crate::cache::{Cache, Gone};
 use crate::capability::{Applied, Deleted, Patch, StatusWriter, Writer, require_name};
 use crate::error::{Error, Result};
 use crate::object::{Deep, key, strip_managed_fields};
 
+/// The most objects a writer remembers applies of (a few hundred bytes each).
+pub const MEMO_CAPACITY: usize = 65_536;
+
+/// An object: `apiVersion/Kind`, namespace, name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct MemoKey {
+struct ObjectKey {
     kind: String,
     namespace: Option<String>,
     name: String,
-    manager: String,
 }
 
-#[derive(Clone, Debug)]
+impl ObjectKey {
+    fn new(resource: &ApiResource, namespace: Option<&str>, name: &str) -> Self {
+        ObjectKey {
+            kind: crate::cache::resource_key(resource),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+}
+
+/// The last apply of one field manager to one object.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Memo {
-    body: Value,
+    digest: [u8; 32],
     resource_version: Option<String>,
+}
+
+/// What a writer applied, per object and field manager, bounded by `capacity` objects.
+#[derive(Debug)]
+struct Memos {
+    capacity: usize,
+    table: Mutex<MemoTable>,
+}
+
+#[derive(Debug, Default)]
+struct MemoTable {
+    /// Per object: the tick of its last use, and each field manager's last apply.
+    objects: HashMap<ObjectKey, (u64, Vec<(String, Memo)>)>,
+    tick: u64,
+}
+
+impl Memos {
+    fn new(capacity: usize) -> Self {
+        Memos {
+            capacity: capacity.max(2),
+            table: Mutex::default(),
+        }
+    }
+
+    fn get(&self, key: &ObjectKey, manager: &str) -> Option<Memo> {
+        let mut table = self.table.lock().expect("memo lock");
+        table.tick += 1;
+        let tick = table.tick;
+        let (used, memos) = table.objects.get_mut(key)?;
+        *used = tick;
+        memos
+            .iter()
+            .find(|(m, _)| m == manager)
+            .map(|(_, memo)| memo.clone())
+    }
+
+    fn put(&self, key: ObjectKey, manager: &str, memo: Memo) {
+        let mut table = self.table.lock().expect("memo lock");
+        table.tick += 1;
+        let tick = table.tick;
+        let (used, memos) = table.objects.entry(key).or_default();
+        *used = tick;
+        match memos.iter_mut().find(|(m, _)| m == manager) {
+            Some((_, old)) => *old = memo,
+            None => memos.push((manager.to_string(), memo)),
+        }
+        if table.objects.len() > self.capacity {
+            table.evict(self.capacity / 2);
+        }
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        self.table.lock().expect("memo lock").objects.remove(key);
+    }
+
+    fn len(&self) -> usize {
+        self.table.lock().expect("memo lock").objects.len()
+    }
+}
+
+impl MemoTable {
+    /// Keeps the `keep` most recently used objects.
+    fn evict(&mut self, keep: usize) {
+        let mut ticks: Vec<u64> = self.objects.values().map(|(used, _)| *used).collect();
+        if ticks.len() <= keep {
+            return;
+        }
+        let cut = ticks.len() - keep;
+        let (_, oldest_kept, _) = ticks.select_nth_unstable(cut);
+        let oldest_kept = *oldest_kept;
+        self.objects.retain(|_, (used, _)| *used >= oldest_kept);
+        self.objects.shrink_to_fit();
+    }
+}
+
+/// The digest of an apply body (serde_json writes object keys sorted, so equal bodies give equal
+/// bytes).
+fn digest(body: &Value) -> Result<[u8; 32]> {
+    use sha2::Digest;
+    Ok(sha2::Sha256::digest(serde_json::to_vec(body)?).into())
 }
 
 /// Writes ordinary resources with server-side apply under a field manager.
@@ -58,7 +160,7 @@ pub struct KubeWriter {
     client: Client,
     field_manager: String,
     cache: Option<Cache>,
-    memo: Mutex<HashMap<MemoKey, Memo>>,
+    memo: Arc<Memos>,
 }
 
 impl KubeWriter {
@@ -68,29 +170,35 @@ impl KubeWriter {
             client,
             field_manager: field_manager.to_string(),
             cache: None,
-            memo: Mutex::new(HashMap::new()),
+            memo: Arc::new(Memos::new(MEMO_CAPACITY)),
         }
     }
 
-    /// Use `cache` to know the current revision of objects and to skip no-op applies.
+    /// Use `cache` to know the current revision of objects and to skip no-op applies; what the
+    /// writer remembers of an object is dropped when the object leaves the cache.
     pub fn with_cache(mut self, cache: Cache) -> Self {
+        let memo = Arc::downgrade(&self.memo);
+        cache.on_deleted(move |gone: Gone<'_>| {
+            if let Some(memo) = memo.upgrade() {
+                memo.forget(&ObjectKey {
+                    kind: gone.kind.to_string(),
+                    namespace: gone.namespace.map(str::to_string),
+                    name: gone.name.to_string(),
+                });
+            }
+        });
         self.cache = Some(cache);
         self
+    }
+
+    /// How many objects this writer remembers an apply of.
+    pub fn remembered(&self) -> usize {
+        self.memo.len()
     }
 
     fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<Deep<DynamicObject>> {
         dynamic_api(&self.client, resource, namespace)
     }
-
-    fn forget(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) {
-        self.memo.lock().expect("memo lock").retain(|k, _| {
-            !(k.kind == kind_of(resource) && k.namespace.as_deref() == namespace && k.name == name)
-        });
-    }
-}
-
-fn kind_of(resource: &ApiResource) -> String {
-    format!("{}/{}", resource.api_version, resource.kind)
 }
 
 /// An API for `resource` whose responses decode objects nested up to
@@ -177,20 +285,16 @@ impl Writer for KubeWriter {
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("managedFields");
         }
-        let memo_key = MemoKey {
-            kind: kind_of(resource),
-            namespace: namespace.clone(),
-            name: name.clone(),
-            manager: manager.clone(),
-        };
-        let memo = self.memo.lock().expect("memo lock").get(&memo_key).cloned();
+        let memo_key = ObjectKey::new(resource, ns, &name);
+        let body_digest = digest(&body)?;
+        let memo = self.memo.get(&memo_key, &manager);
         let cached = self
             .cache
             .as_ref()
             .and_then(|c| c.cached(resource, ns, &name));
 
         if let (Some(memo), Some(Some(current))) = (&memo, &cached)
-            && memo.body == body
+            && memo.digest == body_digest
             && memo.resource_version.is_some()
             && current.resource_version() == memo.resource_version
         {
@@ -221,10 +325,11 @@ impl Writer for KubeWriter {
         let after = applied.resource_version();
         let changed = before.is_none() || before != after || finalized(&applied);
         tracing::debug!(kind = %resource.kind, object = %key(ns, &name), changed, "applied");
-        self.memo.lock().expect("memo lock").insert(
+        self.memo.put(
             memo_key,
+            &manager,
             Memo {
-                body,
+                digest: body_digest,
                 resource_version: after,
             },
         );
@@ -278,7 +383,7 @@ impl Writer for KubeWriter {
             propagation_policy: propagation,
             ..DeleteParams::default()
         };
-        self.forget(resource, namespace, name);
+        self.memo.forget(&ObjectKey::new(resource, namespace, name));
         let result = self.api(resource, namespace).delete(name, &params).await;
         let deleted = match result.map(|response| response.left()) {
             // The API server returns the object while it still exists (finalizers or graceful
@@ -386,7 +491,63 @@ impl StatusWriter for KubeStatusWriter {
 
 #[cfg(test)]
 mod tests {
-    use super::newest;
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            kind: "v1/ConfigMap".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    fn memo(rv: &str) -> Memo {
+        Memo {
+            digest: digest(&serde_json::json!({"rv": rv})).unwrap(),
+            resource_version: Some(rv.into()),
+        }
+    }
+
+    #[test]
+    fn memo_keeps_each_managers_last_apply_and_forgets_the_object() {
+        let memos = Memos::new(8);
+        memos.put(key("a"), "one", memo("1"));
+        memos.put(key("a"), "two", memo("2"));
+        memos.put(key("a"), "one", memo("3"));
+        assert_eq!(memos.get(&key("a"), "one"), Some(memo("3")));
+        assert_eq!(memos.get(&key("a"), "two"), Some(memo("2")));
+        assert_eq!(memos.get(&key("a"), "three"), None);
+        assert_eq!(memos.len(), 1);
+        memos.forget(&key("a"));
+        assert_eq!(memos.get(&key("a"), "one"), None);
+        assert_eq!(memos.len(), 0);
+    }
+
+    #[test]
+    fn memo_is_bounded_and_keeps_the_recently_used() {
+        let memos = Memos::new(100);
+        memos.put(key("hot"), "m", memo("1"));
+        for i in 0..10_000 {
+            memos.put(key(&format!("o{i}")), "m", memo("1"));
+            if i % 10 == 0 {
+                assert!(memos.get(&key("hot"), "m").is_some(), "evicted at {i}");
+            }
+            assert!(memos.len() <= 100);
+        }
+        assert!(memos.get(&key("o9999"), "m").is_some());
+        assert!(memos.get(&key("o0"), "m").is_none());
+    }
+
+    #[test]
+    fn digest_is_independent_of_key_order() {
+        let a: Value = serde_json::from_str(r#"{"a":1,"b":{"c":2,"d":3}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"b":{"d":3,"c":2},"a":1}"#).unwrap();
+        assert_eq!(digest(&a).unwrap(), digest(&b).unwrap());
+        assert_ne!(
+            digest(&a).unwrap(),
+            digest(&serde_json::json!({"a": 2})).unwrap()
+        );
+    }
 
     #[test]
     fn newest_prefers_the_higher_numeric_revision() {

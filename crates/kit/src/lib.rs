@@ -25,7 +25,7 @@
 //! - **Events.** Reconcilers queue events in the outcome ([`Outcome::normal`],
 //!   [`Outcome::eventf`], ...): mutation events only when a write reports
 //!   [`Applied::changed`], status-transition events from [`conditions::changed`]. The top level
-//!   publishes them through one shared kube-runtime `Recorder` after the status write.
+//!   publishes them through one shared [`events::Publisher`] after the status write.
 //! - **Children.** A reconciler converges each child with [`child::Applier::ensure`]: server-side
 //!   apply under the controller's field manager, the body's hash stamped in an annotation the
 //!   caller names, **no request** when the live object (from the [`Reader`]) already carries that
@@ -39,7 +39,7 @@
 //! | [`Reader`] | get, list by namespace and labels | [`cache::Cache`] (watch caches) | [`testing::Double`] |
 //! | [`Writer`] | create, server-side apply, patch, delete with preconditions, scale | [`client::KubeWriter`] | [`testing::Double`] |
 //! | [`StatusWriter`] | apply the status subresource | [`client::KubeStatusWriter`] | [`testing::Double`] |
-//! | [`EventSink`] | publish events | kube-runtime `Recorder` | [`testing::Double`] |
+//! | [`EventSink`] | publish events | [`events::Publisher`] (or kube-runtime's `Recorder`) | [`testing::Double`] |
 //!
 //! A reconciler's constructor takes exactly the capabilities it uses, as `Arc<dyn Reader>`,
 //! `Arc<dyn Writer>`. Code that holds only a `Reader` cannot write, and a `Writer` cannot touch

@@ -12,6 +12,9 @@
 //!    retries with per-object exponential backoff ([`ErrorBackoff`], reset on success), or waits
 //!    for a change if the failure said [`Retry::AwaitChange`].
 //!
+//! When a scheduled object is gone (deleted by anyone), its backoff is forgotten and the
+//! [`Runner::on_gone`] hook runs, so nothing keyed by the object outlives it.
+//!
 //! [`finish`] is steps 2–4 without a controller, for tests.
 
 use std::collections::HashMap;
@@ -192,7 +195,12 @@ where
     status_writer: Arc<dyn StatusWriter>,
     events: Arc<dyn EventSink>,
     backoff: ErrorBackoff,
+    on_gone: Option<GoneHook>,
 }
+
+/// Called with the key (`namespace/name`) of a primary object found gone when its reconcile was
+/// due.
+type GoneHook = Box<dyn Fn(&str) + Send + Sync>;
 
 struct Shared<Ctx, F> {
     ctx: Arc<Ctx>,
@@ -215,7 +223,7 @@ where
     K::Status: Serialize + Send + Sync,
 {
     /// Run `controller`, persisting status with `status_writer` and publishing events to `events`
-    /// (one shared `Recorder` in production).
+    /// (one shared [`crate::events::Publisher`] in production).
     pub fn new(
         controller: Controller<K>,
         status_writer: Arc<dyn StatusWriter>,
@@ -226,7 +234,15 @@ where
             status_writer,
             events,
             backoff: ErrorBackoff::default(),
+            on_gone: None,
         }
+    }
+
+    /// Run `hook` with the key (`namespace/name`) of every object that is gone when its reconcile
+    /// is due, to drop what the caller keeps per object.
+    pub fn on_gone(mut self, hook: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.on_gone = Some(Box::new(hook));
+        self
     }
 
     /// Replace the default error backoff (1 s doubling up to 5 min).
@@ -250,6 +266,8 @@ where
             events: self.events,
             backoff: self.backoff,
         });
+        let on_gone = self.on_gone;
+        let forget = shared.clone();
         self.controller
             .run(
                 |object: Arc<K>, shared: Arc<Shared<Ctx, F>>| {
@@ -286,7 +304,7 @@ where
                 },
                 shared,
             )
-            .for_each(|result| async move {
+            .for_each(move |result| {
                 match result {
                     Ok((object, action)) => {
                         tracing::debug!(object = %object, ?action, "reconciled")
@@ -295,10 +313,16 @@ where
                         tracing::warn!(object = %object, error = %error, "reconcile failed")
                     }
                     Err(ControllerError::ObjectNotFound(object)) => {
-                        tracing::debug!(object = %object, "object gone before reconcile")
+                        tracing::debug!(object = %object, "object gone before reconcile");
+                        let key = crate::object::key(object.namespace.as_deref(), &object.name);
+                        forget.backoff.reset(&key);
+                        if let Some(hook) = &on_gone {
+                            hook(&key);
+                        }
                     }
                     Err(error) => tracing::warn!(error = %error, "controller error"),
                 }
+                futures::future::ready(())
             })
             .await;
     }

@@ -313,3 +313,46 @@ async fn reads_are_served_from_the_cache() {
     );
     assert_eq!(cache.live_reads(), 2);
 }
+
+/// What the writer and the event publisher keep of an object goes when somebody else deletes it
+/// (here an administrator; garbage collection is the same watch event).
+#[tokio::test]
+async fn per_object_state_goes_with_a_foreign_delete() {
+    use kit::EventSink;
+    use kube::Resource;
+    let cp = ControlPlane::shared().await;
+    let ns = cp.namespace().await;
+    let client = cp.client_as("kit-forget", &["system:masters"]);
+    let cache = configmap_cache(client.clone(), ns.name()).await;
+    let writer = KubeWriter::new(client.clone(), "kit-test").with_cache(cache.clone());
+    let reporter = kit::events::Reporter {
+        controller: "kit-test".into(),
+        instance: None,
+    };
+    let events = kit::events::Publisher::new(client, reporter).with_cache(&cache);
+
+    for name in ["a", "b"] {
+        let applied = writer
+            .apply(&cm(ns.name(), name, &[("k", "1")]), None)
+            .await
+            .unwrap();
+        let note = kit::Event::normal("Tested", "a test event");
+        let regarding = applied.object.object_ref(&());
+        events.publish(&note, &regarding).await.unwrap();
+        // A repeat joins the series: still one remembered.
+        events.publish(&note, &regarding).await.unwrap();
+    }
+    assert_eq!(writer.remembered(), 2);
+    assert_eq!(events.remembered(), 2);
+
+    Api::<ConfigMap>::namespaced(cp.client(), ns.name())
+        .delete("a", &Default::default())
+        .await
+        .unwrap();
+    testkit::eventually(
+        "the deleted object forgotten",
+        Duration::from_secs(10),
+        || async { writer.remembered() == 1 && events.remembered() == 1 },
+    )
+    .await;
+}

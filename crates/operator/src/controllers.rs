@@ -187,6 +187,29 @@ impl Wiring<'_> {
         )
     }
 
+    /// The run loop of `controller`: a primary found gone leaves the queue metrics too.
+    fn runner<K>(
+        &self,
+        controller: Controller<K>,
+        status_writer: Arc<dyn StatusWriter>,
+        metrics: &ControllerMetrics,
+    ) -> Runner<K>
+    where
+        K: Resource<DynamicType = ()>
+            + kube::core::object::HasStatus
+            + Clone
+            + Debug
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::Status: Serialize + Send + Sync,
+    {
+        let metrics = metrics.clone();
+        Runner::new(controller, status_writer, self.events.clone())
+            .on_gone(move |key| metrics.dequeued(key))
+    }
+
     fn config(&self, concurrency: u16) -> ControllerConfig {
         ControllerConfig::default()
             .concurrency(concurrency)
@@ -265,13 +288,13 @@ pub fn build(
         controller: "dynamo-operator".into(),
         instance: Some(args.identity()),
     };
-    let recorder = kube::runtime::events::Recorder::new(client.clone(), reporter);
+    let publisher = kit::events::Publisher::new(client.clone(), reporter).with_cache(cache);
     let wiring = Wiring {
         cache,
         client,
         args,
         metrics,
-        events: Arc::new(recorder),
+        events: Arc::new(publisher),
         stop,
         served,
     };
@@ -387,7 +410,7 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         .with_config(w.config(w.args.dgd_concurrency))
         .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DgdContext { root, metrics });
-    Ok(Runner::new(controller, status_writer, w.events.clone())
+    Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |dgd: Arc<DynamoGraphDeployment>, ctx: Arc<DgdContext>| async move {
                 measured(&ctx.metrics, dgd.as_ref(), ctx.root.reconcile(dgd.clone())).await
@@ -424,7 +447,7 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         reconciler,
         metrics,
     });
-    Ok(Runner::new(controller, status_writer, w.events.clone())
+    Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |dcd: Arc<DynamoComponentDeployment>, ctx: Arc<DcdContext>| async move {
                 measured(
@@ -478,7 +501,7 @@ fn checkpoint_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()
         reconciler,
         metrics,
     });
-    Ok(Runner::new(controller, status_writer, w.events.clone())
+    Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |ckpt: Arc<api::DynamoCheckpoint>, ctx: Arc<CheckpointContext>| async move {
                 measured(
@@ -600,7 +623,7 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         selective: w.args.selector.is_some(),
         metrics,
     });
-    Ok(Runner::new(controller, status_writer, w.events.clone())
+    Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |adapter: Arc<DynamoGraphDeploymentScalingAdapter>, ctx: Arc<DgdsaContext>| async move {
                 // With `--selector`, adapters of graphs this operator does not select belong to
@@ -608,6 +631,7 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
                 let graph = kube::runtime::reflector::ObjectRef::new(&adapter.spec.dgd_ref.name)
                     .within(&adapter.namespace().unwrap_or_default());
                 if ctx.selective && ctx.graphs.get(&graph).is_none() {
+                    ctx.metrics.dequeued(&kit::object::key_of(adapter.as_ref()));
                     return Ok(kit::Outcome::new(
                         adapter.status.clone().unwrap_or_default(),
                     ));

@@ -216,13 +216,23 @@ impl ControllerMetrics {
             .set(i64::try_from(depth).unwrap_or(i64::MAX));
     }
 
-    /// A reconcile of `key` starts; the returned guard records its duration and result.
-    pub fn start(&self, key: &str) -> ReconcileTimer {
-        {
-            let mut pending = self.pending.lock().expect("metrics lock");
-            pending.remove(key);
+    /// `key` left the queue without a reconcile (its object is gone, or belongs to another
+    /// instance).
+    pub fn dequeued(&self, key: &str) {
+        let mut pending = self.pending.lock().expect("metrics lock");
+        if pending.remove(key) {
             self.set_depth(pending.len());
         }
+    }
+
+    /// How many keys wait in the queue.
+    pub fn depth(&self) -> usize {
+        self.pending.lock().expect("metrics lock").len()
+    }
+
+    /// A reconcile of `key` starts; the returned guard records its duration and result.
+    pub fn start(&self, key: &str) -> ReconcileTimer {
+        self.dequeued(key);
         self.metrics
             .active_workers
             .get_or_create(&self.label())

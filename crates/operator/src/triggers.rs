@@ -37,6 +37,19 @@ pub enum ControllerName {
 }
 
 impl ControllerName {
+    /// `(apiVersion, kind)` of the primary object: the only owner kind an owned watch enqueues.
+    pub fn primary(self) -> (String, String) {
+        fn of<K: Resource<DynamicType = ()>>() -> (String, String) {
+            (K::api_version(&()).into_owned(), K::kind(&()).into_owned())
+        }
+        match self {
+            Self::Dgd => of::<api::DynamoGraphDeployment>(),
+            Self::Dcd => of::<api::DynamoComponentDeployment>(),
+            Self::Checkpoint => of::<api::DynamoCheckpoint>(),
+            Self::Dgdsa => of::<api::DynamoGraphDeploymentScalingAdapter>(),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Dgd => "dynamographdeployment",
@@ -336,15 +349,23 @@ pub fn row<K: Resource<DynamicType = ()>>(controller: ControllerName) -> &'stati
         .unwrap_or_else(|| panic!("no trigger row for {kind} in {controller:?}"))
 }
 
-/// The namespace/name of the primary object `object` enqueues under `rule`.
-pub fn primary_key<K: Resource>(object: &K, rule: Enqueue) -> Option<String> {
+/// The namespace/name of the primary object `object` enqueues under `rule`, for a controller
+/// whose primary is `primary` (`(apiVersion, kind)`): a controller owner of another kind enqueues
+/// nothing, as in kube-runtime's owned watches.
+pub fn primary_key<K: Resource>(
+    object: &K,
+    rule: Enqueue,
+    primary: &(String, String),
+) -> Option<String> {
     let ns = object.namespace().unwrap_or_default();
     match rule {
         Enqueue::Itself => Some(format!("{ns}/{}", object.name_any())),
         Enqueue::ControllerOwner => object
             .owner_references()
             .iter()
-            .find(|o| o.controller == Some(true))
+            .find(|o| {
+                o.controller == Some(true) && o.api_version == primary.0 && o.kind == primary.1
+            })
             .map(|o| format!("{ns}/{}", o.name)),
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
         Enqueue::ScalingAdapters => None,
@@ -429,6 +450,7 @@ where
     S: Stream<Item = Arc<K>> + Send + 'static,
 {
     let trigger = row::<K>(controller);
+    let primary = controller.primary();
     let mut filter = Filter::new(trigger);
     stream.filter(move |object| {
         let present = store
@@ -436,7 +458,7 @@ where
             .is_some_and(|cached| cached.uid() == object.uid());
         let pass = filter.check(object.as_ref(), present);
         if let Some(reason) = &pass {
-            let key = primary_key(object.as_ref(), trigger.enqueue);
+            let key = primary_key(object.as_ref(), trigger.enqueue, &primary);
             tracing::debug!(
                 controller = controller.as_str(),
                 kind = trigger.kind,
@@ -538,12 +560,19 @@ mod tests {
     #[test]
     fn primary_keys() {
         let d = deployment(1, 0, "1");
-        assert_eq!(primary_key(&d, Enqueue::Itself).as_deref(), Some("ns/d"));
+        let dcd = ControllerName::Dcd.primary();
         assert_eq!(
-            primary_key(&d, Enqueue::ControllerOwner).as_deref(),
+            primary_key(&d, Enqueue::Itself, &dcd).as_deref(),
+            Some("ns/d")
+        );
+        assert_eq!(
+            primary_key(&d, Enqueue::ControllerOwner, &dcd).as_deref(),
             Some("ns/dcd")
         );
-        assert_eq!(primary_key(&d, Enqueue::Label("missing")), None);
+        // Owned by a DCD: nothing for the graph controller (kube-runtime enqueues nothing).
+        let dgd = ControllerName::Dgd.primary();
+        assert_eq!(primary_key(&d, Enqueue::ControllerOwner, &dgd), None);
+        assert_eq!(primary_key(&d, Enqueue::Label("missing"), &dcd), None);
     }
 
     #[test]
