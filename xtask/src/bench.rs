@@ -14,6 +14,9 @@
 //!    parent reconciles they cause (operator metrics).
 //! 4. **Footprint**: the operator's RSS (now and peak) and CPU time, idle, converged, after churn.
 //! 5. **Churn**: toggle the replicas of 10% of the components every second for a minute.
+//! 6. **Soak**: cycles of create → Ready → delete → gone with new graph names each cycle, the
+//!    operator's RSS after each; fails when the last cycle's exceeds the first's by more than
+//!    10 % (see [`crate::soak`]).
 //!
 //! Output: `target/bench/report.json`, `target/bench/summary.md`, `target/bench/benchmarks.svg`
 //! and the operator logs; the full matrix also rewrites the generated part of
@@ -24,7 +27,7 @@ mod audit;
 mod graphs;
 mod phases;
 mod plot;
-mod process;
+pub(crate) mod process;
 mod report;
 
 use std::path::{Path, PathBuf};
@@ -33,6 +36,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 use testkit::{ControlPlane, Options};
+
+use crate::cluster::{self, target_dir, workspace_root};
 
 use self::audit::{AuditLog, KCM_USER, SCHEDULER_USER};
 use self::phases::{HONOURED_ANNOTATION, IGNORED_ANNOTATION, Session};
@@ -68,6 +73,13 @@ pub struct Args {
     /// Churn duration in seconds (default 60; --quick: 15).
     #[arg(long)]
     pub churn_seconds: Option<u64>,
+    /// Soak cycles (create → Ready → delete → gone, new names each) per N (default 5; --quick: 3;
+    /// 0 skips the phase).
+    #[arg(long)]
+    pub soak_cycles: Option<usize>,
+    /// Graphs per soak cycle (default: N; --quick: 30).
+    #[arg(long)]
+    pub soak_graphs: Option<usize>,
     /// Build the operator with this Cargo profile: release or dev (default release;
     /// --quick: dev).
     #[arg(long)]
@@ -126,12 +138,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| if args.quick { "dev" } else { "release" }.to_string());
     let binary = match &args.operator {
         Some(path) => path.clone(),
-        None => build_operator(&root, &profile)?,
+        None => cluster::build_operator(&root, &profile)?,
     };
     let churn = Duration::from_secs(
         args.churn_seconds
             .unwrap_or(if args.quick { 15 } else { 60 }),
     );
+    let soak = SoakArgs {
+        cycles: args.soak_cycles.unwrap_or(if args.quick { 3 } else { 5 }),
+        graphs: args.soak_graphs.or(args.quick.then_some(30)),
+    };
     let binaries = testkit::binaries::build().context("building the control-plane binaries")?;
     let mut report = Report {
         schema: SCHEMA,
@@ -161,6 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &binary,
             &args.operator_arg,
             churn,
+            soak,
             &out,
             &mut report,
         ))?;
@@ -186,18 +203,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The soak phase's size: cycles, and graphs per cycle (`None`: N).
+#[derive(Clone, Copy, Debug)]
+struct SoakArgs {
+    cycles: usize,
+    graphs: Option<usize>,
+}
+
 /// One N: a fresh control plane and operator, every phase, then teardown.
+#[allow(clippy::too_many_arguments)]
 async fn run_one(
     n: usize,
     templates: &[graphs::Template],
     binary: &Path,
     operator_args: &[String],
     churn: Duration,
+    soak: SoakArgs,
     out: &Path,
     report: &mut Report,
 ) -> anyhow::Result<Run> {
     let started = Instant::now();
-    let graphs: Vec<graphs::Graph> = (0..n).map(|i| graphs::graph(templates, i, "")).collect();
+    let soak_graphs = soak.graphs.unwrap_or(n);
+    let graphs: Vec<graphs::Graph> = (0..n.max(soak_graphs))
+        .map(|i| graphs::graph(templates, i, ""))
+        .collect();
     let peak_gpus: i64 = graphs.iter().map(|g| graphs::gpus(g, 1)).sum();
     let nodes = (((peak_gpus as f64) * 1.1 / GPUS_PER_NODE as f64).ceil() as usize).max(3);
     eprintln!("[bench N={n}] starting a control plane with {nodes} simulated nodes");
@@ -209,7 +238,8 @@ async fn run_one(
     .await
     .context("starting the control plane")?;
     cp.install_crds(&api::crds()).await?;
-    install_cluster_roles(&cp, &workspace_root().join(CLUSTER_ROLES)).await?;
+    let roles = cluster::yaml_documents(&workspace_root().join(CLUSTER_ROLES))?;
+    cluster::server_side_apply(&cp.client(), &roles).await?;
     let ns = cp.namespace().await;
     let namespace = ns.name().to_string();
     let graphs: Vec<graphs::Graph> = (0..n)
@@ -289,6 +319,31 @@ async fn run_one(
             run.footprint.after_churn = process::usage(operator_pid);
         }
     }
+    if run.failures.is_empty() && soak.cycles > 0 {
+        let ns = cp.namespace().await;
+        let plan = crate::soak::Plan {
+            cycles: soak.cycles,
+            graphs: soak_graphs,
+            timeout: Duration::from_secs(180 + 3 * soak_graphs as u64),
+        };
+        eprintln!(
+            "[bench N={n}] soak: {} cycles of {} graphs",
+            plan.cycles, plan.graphs
+        );
+        let client = cp.client_as("bench", &["system:masters"]);
+        let soaked = crate::soak::run(&client, ns.name(), operator_pid, plan, |cycle, i| {
+            let mut g = graphs::graph(templates, i, ns.name()).manifest;
+            g["metadata"]["name"] = format!(
+                "c{cycle}-{}",
+                g["metadata"]["name"].as_str().unwrap_or_default()
+            )
+            .into();
+            g
+        })
+        .await?;
+        run.failures.extend(soaked.failure());
+        run.soak = Some(soaked);
+    }
     operator.stop();
     let _ = std::fs::copy(&log, out.join(format!("operator-n{n}.log")));
     cp.stop();
@@ -310,30 +365,6 @@ async fn run_one(
 const CLUSTER_ROLES: &str = "deploy/rbac/planner-epp-clusterroles.yaml";
 
 /// Applies every ClusterRole of `path` (server-side, as an installation would).
-async fn install_cluster_roles(cp: &ControlPlane, path: &Path) -> anyhow::Result<()> {
-    use k8s_openapi::api::rbac::v1::ClusterRole;
-    use kube::api::{Api, Patch, PatchParams};
-    use serde::Deserialize;
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let api: Api<ClusterRole> = Api::all(cp.client());
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let role = ClusterRole::deserialize(doc)?;
-        let name = role
-            .metadata
-            .name
-            .clone()
-            .context("a ClusterRole without name")?;
-        api.patch(
-            &name,
-            &PatchParams::apply("bench").force(),
-            &Patch::Apply(&role),
-        )
-        .await?;
-    }
-    Ok(())
-}
-
 /// Writes the summary and plot under `out`, and with `docs` the docs page and its plot.
 fn publish(root: &Path, out: &Path, report: &Report, docs: bool) -> anyhow::Result<()> {
     let svg = plot::svg(report);
@@ -363,34 +394,6 @@ fn publish(root: &Path, out: &Path, report: &Report, docs: bool) -> anyhow::Resu
         eprintln!("[bench] wrote {}", page.display());
     }
     Ok(())
-}
-
-/// Builds `dynamo-operator` with `profile` and returns the binary.
-fn build_operator(root: &Path, profile: &str) -> anyhow::Result<PathBuf> {
-    eprintln!("[bench] building the operator (profile {profile})");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "-p", "operator", "--bin", "dynamo-operator"])
-        .arg(format!("--profile={profile}"))
-        .current_dir(root)
-        .status()?;
-    if !status.success() {
-        bail!("building the operator failed");
-    }
-    let dir = if profile == "dev" { "debug" } else { profile };
-    Ok(target_dir(root).join(dir).join("dynamo-operator"))
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
-}
-
-pub(crate) fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
 }
 
 /// What the report says about the machine.

@@ -6,7 +6,7 @@
 
 use anyhow::{Context, bail};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Folders of the generated CRDs, relative to the workspace root: the plain manifests and the
 /// Helm chart's `crds/`.
@@ -25,7 +25,7 @@ pub fn run(check: bool) -> anyhow::Result<()> {
 
 /// Writes `generated` into `folder` (or, with `check`, fails where it differs).
 fn sync(folder: &str, generated: &BTreeMap<String, String>, check: bool) -> anyhow::Result<()> {
-    let dir = workspace_root().join(folder);
+    let dir = crate::cluster::workspace_root().join(folder);
     let existing = existing_files(&dir)?;
 
     if check {
@@ -77,11 +77,4 @@ fn existing_files(dir: &Path) -> anyhow::Result<Vec<String>> {
     }
     out.sort();
     Ok(out)
-}
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace root")
-        .to_path_buf()
 }

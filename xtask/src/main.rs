@@ -3,9 +3,11 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod cluster;
 mod crds;
 mod dev;
 mod reliability;
+mod soak;
 mod testenv;
 
 #[derive(Parser)]
@@ -25,12 +27,16 @@ enum Task {
     /// Start the real control plane (etcd, kube-apiserver, controller-manager, scheduler,
     /// simulated nodes) and print how to reach it; Ctrl-C stops it.
     TestEnv,
-    /// First run: start the control plane, install the CRDs, start the operator, apply a sample
-    /// graph and show it becoming Ready.
+    /// First run: start the control plane, install deploy/ (namespace, CRDs, RBAC), run the
+    /// operator as its ServiceAccount with the conversion webhook, apply a sample graph and show
+    /// it becoming Ready.
     Dev {
         /// The DynamoGraphDeployment to apply (default: examples/vllm-agg.yaml).
         #[arg(long)]
         sample: Option<std::path::PathBuf>,
+        /// Optional APIs to install: lws, grove, inferencepool, dra (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        with: Vec<String>,
     },
     /// Measure convergence time, API requests, no-op cost, amplification, churn and footprint
     /// of the operator at N = 10, 100, 1000 graphs (report in target/bench/).
@@ -70,7 +76,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Crds { check } => crds::run(check),
         Task::TestEnv => testenv::run_env(),
-        Task::Dev { sample } => dev::run(sample),
+        Task::Dev { sample, with } => dev::run(dev::Args { sample, with }),
         Task::Test { args } => testenv::run_tests(&args),
         Task::Bench(args) => bench::run(args),
         Task::Reliability {

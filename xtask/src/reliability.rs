@@ -24,7 +24,6 @@ mod security;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -50,6 +49,7 @@ pub const SCENARIOS: &[(&str, bool)] = &[
     ("conflicts", true),
     ("sigterm", true),
     ("bad-input", true),
+    ("soak", true),
     ("quota", false),
     ("failover", false),
     ("apiserver-restart", false),
@@ -322,7 +322,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         _ => !options.quick,
     };
     let binary = if needs_cluster {
-        build_operator(&root, release)?
+        crate::cluster::build_operator(&root, if release { "release" } else { "dev" })?
     } else {
         PathBuf::new()
     };
@@ -448,6 +448,7 @@ async fn scenario(suite: &mut Suite, name: &str) -> anyhow::Result<Report> {
         "apiserver-restart" => faults::control_plane_restart(suite, "kube-apiserver").await,
         "etcd-restart" => faults::control_plane_restart(suite, "etcd").await,
         "bad-input" => input::bad_input(suite).await,
+        "soak" => faults::soak(suite).await,
         "rbac-ablation" => security::rbac_ablation(suite).await,
         "secrets" => security::secrets(suite).await,
         other => bail!("unknown scenario {other}"),
@@ -467,31 +468,6 @@ fn offline(
         "fuzz" => fuzz::run(root, quick, seed, totals),
         other => bail!("{other} needs the control plane"),
     }
-}
-
-/// Builds the operator: release for the full run (the binary users get), the debug build for
-/// the quick subset (already built by the test run in CI); `RELIABILITY_PROFILE=debug|release`
-/// overrides.
-fn build_operator(root: &Path, release: bool) -> anyhow::Result<PathBuf> {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.args(["build", "-p", "operator", "--bin", "dynamo-operator"]);
-    if release {
-        cmd.arg("--release");
-    }
-    println!(
-        "==> building the operator ({})",
-        if release { "release" } else { "debug" }
-    );
-    if !cmd.current_dir(root).status()?.success() {
-        bail!("building the operator failed");
-    }
-    let binary = crate::bench::target_dir(root)
-        .join(if release { "release" } else { "debug" })
-        .join("dynamo-operator");
-    if !binary.is_file() {
-        bail!("the operator binary is not at {}", binary.display());
-    }
-    Ok(binary)
 }
 
 fn load_templates(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {

@@ -1214,3 +1214,43 @@ pub async fn last_look(suite: &mut Suite) -> anyhow::Result<Report> {
     converge_and_check(suite, &mut report, &namespaces, Duration::from_secs(180)).await?;
     Ok(report)
 }
+
+/// Memory: cycles of graphs with new names each (created, Ready, deleted, every child gone) on
+/// the main operator; its resident set after the last cycle must stay within
+/// [`crate::soak::MAX_GROWTH`] of the one after the first.
+pub async fn soak(suite: &mut Suite) -> anyhow::Result<Report> {
+    let mut report = Report::new("soak");
+    suite.main_operator().await?;
+    suite.main_leading().await?;
+    let pid = suite
+        .main
+        .as_ref()
+        .and_then(|o| o.pid())
+        .context("the operator is not running")?;
+    let ns = suite.env.namespace("soak").await?;
+    let templates = suite.templates();
+    let plan = crate::soak::Plan {
+        cycles: if suite.quick { 3 } else { 5 },
+        graphs: if suite.quick { 24 } else { 60 },
+        timeout: Duration::from_secs(300),
+    };
+    let soaked = crate::soak::run(&suite.env.admin(), &ns, pid, plan, |cycle, i| {
+        let (template, body) = &templates[i % templates.len()];
+        graph(template, body, &ns, &format!("c{cycle}-{template}-{i}"))
+    })
+    .await?;
+    suite.totals.graphs_applied += (plan.cycles * plan.graphs) as u64;
+    report.figure(
+        "cycles × graphs",
+        format!("{} × {}", plan.cycles, plan.graphs),
+    );
+    report.figure("operator RSS", soaked.rss_line());
+    report.figure(
+        "RSS after the last cycle against the first",
+        format!("{:+.1} %", soaked.growth() * 100.0),
+    );
+    if let Some(failure) = soaked.failure() {
+        report.fail(failure);
+    }
+    Ok(report)
+}

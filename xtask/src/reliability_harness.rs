@@ -12,10 +12,12 @@ use anyhow::{Context, bail};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::discovery::{ApiResource, Discovery, Scope};
+use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ControlPlane;
+
+pub use crate::cluster::{server_side_apply, yaml_documents};
 
 /// The ServiceAccount the operator runs as (deploy/operator/serviceaccount.yaml).
 pub const OPERATOR_NAMESPACE: &str = "dynamo-system";
@@ -72,7 +74,7 @@ impl Rng {
 pub struct Features {
     /// The operator runs a DynamoCheckpoint controller (its event→action map lists one).
     pub checkpoints: bool,
-    /// Grove's CRDs are installed (from the conformance folder).
+    /// Grove's CRDs are installed (from the test data).
     pub grove: bool,
 }
 
@@ -111,8 +113,8 @@ impl Env {
     }
 
     /// Installs the CRDs, `deploy/`'s namespace, ServiceAccount and RBAC, and the cluster
-    /// fixtures graphs may refer to (GPU DeviceClass, InferencePool CRD, Grove's CRDs when the
-    /// conformance folder has them).
+    /// fixtures graphs may refer to (GPU DeviceClass, InferencePool CRD, Grove's CRDs from the
+    /// test data).
     pub async fn install(&mut self) -> anyhow::Result<()> {
         self.cp.install_crds(&api::crds()).await?;
         let admin = self.admin();
@@ -139,17 +141,10 @@ impl Env {
             .map(serde_json::from_value)
             .collect::<Result<_, _>>()?;
         server_side_apply(&admin, &fixtures).await?;
-        if let Some(dir) = conformance_dir(&self.root) {
-            let grove = dir.join("grove-crds");
-            if grove.is_dir() {
-                let mut files: Vec<_> = std::fs::read_dir(&grove)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-                    .collect();
-                files.sort();
-                self.cp.install_crd_files(&files).await?;
-                self.features.grove = true;
-            }
+        let grove = testkit::testdata::yaml_files("grove-crds");
+        if !grove.is_empty() {
+            self.cp.install_crd_files(&grove).await?;
+            self.features.grove = true;
         }
         let triggers = Command::new(&self.binary).arg("triggers").output()?;
         self.features.checkpoints = String::from_utf8_lossy(&triggers.stdout)
@@ -424,6 +419,11 @@ impl Operator {
         status
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// An exit nobody asked for (a crash of the operator itself), if it happened.
     pub fn unexpected_exit(&mut self) -> Option<ExitStatus> {
         let child = self.child.as_mut()?;
@@ -548,57 +548,9 @@ where
 // ---------------------------------------------------------------------------------------------
 // Manifests
 
-pub fn conformance_dir(root: &Path) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    root.ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-}
-
-pub fn yaml_documents(path: &Path) -> anyhow::Result<Vec<DynamicObject>> {
-    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value: Value = serde::Deserialize::deserialize(doc)?;
-        if !value.is_null() {
-            out.push(serde_json::from_value(value)?);
-        }
-    }
-    Ok(out)
-}
-
 pub fn yaml_value(path: &Path) -> anyhow::Result<Value> {
     let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
     Ok(serde_yaml::from_str(&text)?)
-}
-
-/// Server-side applies objects as an administrator would (`kubectl apply --server-side`).
-pub async fn server_side_apply(client: &Client, objects: &[DynamicObject]) -> anyhow::Result<()> {
-    let discovery = Discovery::new(client.clone()).run().await?;
-    for object in objects {
-        let types = object
-            .types
-            .clone()
-            .context("object without apiVersion/kind")?;
-        let gvk = kube::api::GroupVersionKind::try_from(&types)?;
-        let (ar, caps) = discovery
-            .resolve_gvk(&gvk)
-            .with_context(|| format!("{gvk:?} is not served"))?;
-        let api: Api<DynamicObject> = match (caps.scope, &object.metadata.namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        api.patch(
-            &object.name_any(),
-            &PatchParams::apply("kubectl").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .with_context(|| format!("applying {} {}", types.kind, object.name_any()))?;
-    }
-    Ok(())
 }
 
 pub fn dgd_resource(version: &str) -> ApiResource {

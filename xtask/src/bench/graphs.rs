@@ -40,17 +40,11 @@ pub struct Graph {
     pub replicas: Vec<i64>,
 }
 
-/// The conformance folder: `CONFORMANCE_DIR`, or the first `shared/conformance` above the
-/// workspace.
+/// The test-data folder (`testdata/`, or `CONFORMANCE_DIR`).
 pub fn conformance_dir() -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("CONFORMANCE_DIR") {
-        return Ok(PathBuf::from(dir));
-    }
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|a| a.join("shared/conformance"))
-        .find(|p| p.is_dir())
-        .context("shared/conformance not found above the workspace; set CONFORMANCE_DIR")
+    let dir = testkit::testdata::dir();
+    anyhow::ensure!(dir.is_dir(), "{} is not a folder", dir.display());
+    Ok(dir)
 }
 
 /// Loads the rotation's manifests.

@@ -60,6 +60,9 @@ pub struct Run {
     pub amplification: Vec<Stimulus>,
     pub churn: Option<Churn>,
     pub footprint: Footprint,
+    /// Phase 6: create → Ready → delete → gone cycles with new names (absent in older reports).
+    #[serde(default)]
+    pub soak: Option<crate::soak::Soak>,
     /// Why this run fails the bench (never Ready, no-op writes, errors).
     pub failures: Vec<String>,
 }
@@ -499,6 +502,35 @@ fn run_markdown(o: &mut String, r: &Run) {
         f.after_churn.peak_rss_mib,
         f.after_churn.cpu_seconds,
     );
+
+    if let Some(s) = &r.soak {
+        let _ = writeln!(
+            o,
+            "**Soak** ({} cycles of {} graphs with new names: create, Ready, delete, gone): operator RSS {}; \
+             the last cycle is {:+.1} % of the first (at most {:+.0} %).\n",
+            s.cycles.len(),
+            s.graphs_per_cycle,
+            s.rss_line(),
+            s.growth() * 100.0,
+            crate::soak::MAX_GROWTH * 100.0,
+        );
+        let _ = writeln!(
+            o,
+            "| cycle | Ready after | gone after | RSS converged | RSS after delete |\n| ---: | ---: | ---: | ---: | ---: |"
+        );
+        for (i, c) in s.cycles.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "| {} | {:.0} s | {:.0} s | {:.1} MiB | {:.1} MiB |",
+                i + 1,
+                c.ready_seconds,
+                c.gone_seconds,
+                c.rss_converged_mib,
+                c.rss_after_mib
+            );
+        }
+        let _ = writeln!(o);
+    }
 
     if let Some(ch) = &r.churn {
         let _ = writeln!(
