@@ -26,6 +26,27 @@ pub fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
+/// A `cargo` command as if typed in a shell. `cargo xtask` runs this program through `cargo run`,
+/// which sets the package's variables (`CARGO_PKG_NAME`, `CARGO_MANIFEST_DIR`, ...); build scripts
+/// such as ring's rerun when those change, so a nested cargo that inherited them would rebuild
+/// what the outer one (and every shell) built, and the other way round, on every run.
+pub fn cargo() -> Command {
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let set_by_cargo_run = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "OUT_DIR"
+            );
+        if set_by_cargo_run {
+            cargo.env_remove(name.as_ref());
+        }
+    }
+    cargo
+}
+
 /// Builds `dynamo-operator` with a Cargo profile (`dev`, `release`, ...) and returns the binary.
 ///
 /// The `dev` build selects the whole workspace, as `cargo xtask test` does, so Cargo unifies the
@@ -33,7 +54,7 @@ pub fn target_dir(root: &Path) -> PathBuf {
 /// features and recompiles dozens of crates).
 pub fn build_operator(root: &Path, profile: &str) -> anyhow::Result<PathBuf> {
     println!("==> building the operator (profile {profile})");
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut cargo = cargo();
     cargo.arg("build").arg(format!("--profile={profile}"));
     if profile == "dev" {
         cargo.args(["--workspace", "--bins"]);

@@ -3,7 +3,6 @@
 //! rule removed in turn breaks), and no Secret's data reaches a log, an event or a status.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -23,8 +22,9 @@ use super::{Report, Suite};
 /// runs them and adds what they do not cover: the metrics endpoint can be bound to loopback.
 pub fn deploy_static(root: &Path) -> anyhow::Result<Report> {
     let mut report = Report::new("deploy-static");
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["test", "-q", "-p", "operator", "--test", "deploy"])
+    // The workspace's feature set, so the test build is reused.
+    let status = crate::cluster::cargo()
+        .args(["test", "-q", "--workspace", "--test", "deploy"])
         .current_dir(root)
         .status()?;
     report.figure(

@@ -1,7 +1,6 @@
 //! `cargo xtask test-env` and `cargo xtask test`: the real control plane for humans and for the
 //! test suite.
 
-use std::process::Command;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -54,7 +53,7 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
         started.elapsed(),
         cp.server()
     );
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let status = crate::cluster::cargo()
         .arg("test")
         .args(if args.is_empty() {
             &["--workspace"][..]
