@@ -746,6 +746,77 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::core::ObjectList;
 
+    fn configmap(name: &str, uid: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    /// Feeds `events` to a store and to the departures watching it, as the watch loop does;
+    /// returns the names of the objects reported gone, to subscribers and to hooks.
+    fn departures(events: Vec<watcher::Event<ConfigMap>>) -> (Vec<String>, Vec<String>) {
+        let mut writer = reflector::store::Writer::<ConfigMap>::default();
+        let (deleted, mut subscriber) = tokio::sync::broadcast::channel(16);
+        let hooks = Arc::new(DeletionHooks::default());
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        {
+            let heard = heard.clone();
+            hooks
+                .0
+                .write()
+                .unwrap()
+                .push(Box::new(move |gone: Gone<'_>| {
+                    assert_eq!(gone.kind, "v1/ConfigMap");
+                    assert_eq!(gone.namespace, Some("ns"));
+                    heard.lock().unwrap().push(gone.name.to_string());
+                }));
+        }
+        let mut departures = Departures {
+            kind: "v1/ConfigMap".into(),
+            store: writer.as_reader(),
+            deleted,
+            hooks,
+            before_list: None,
+        };
+        for event in events {
+            writer.apply_watcher_event(&event);
+            departures.observe(&event);
+        }
+        let mut told = Vec::new();
+        while let Ok(object) = subscriber.try_recv() {
+            told.push(object.name_any());
+        }
+        let heard = heard.lock().unwrap().clone();
+        (told, heard)
+    }
+
+    #[test]
+    fn deletions_and_objects_missing_from_a_relist_are_reported_once() {
+        use watcher::Event as E;
+        let (told, heard) = departures(vec![
+            E::Init,
+            E::InitApply(configmap("a", "1")),
+            E::InitApply(configmap("b", "2")),
+            E::InitApply(configmap("c", "3")),
+            E::InitDone,
+            // Deleted while watched.
+            E::Delete(configmap("a", "1")),
+            // The watch lists again: b is gone, c was recreated under a new uid, d is new.
+            E::Init,
+            E::InitApply(configmap("c", "4")),
+            E::InitApply(configmap("d", "5")),
+            E::InitDone,
+        ]);
+        assert_eq!(told, ["a", "b", "c"]);
+        assert_eq!(heard, told);
+    }
+
     fn nested(levels: usize) -> String {
         format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
     }
