@@ -225,11 +225,6 @@ impl ControllerMetrics {
         }
     }
 
-    /// How many keys wait in the queue.
-    pub fn depth(&self) -> usize {
-        self.pending.lock().expect("metrics lock").len()
-    }
-
     /// A reconcile of `key` starts; the returned guard records its duration and result.
     pub fn start(&self, key: &str) -> ReconcileTimer {
         self.dequeued(key);
@@ -316,5 +311,25 @@ mod tests {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
         assert!(text.contains("controller_runtime_reconcile_time_seconds_count{controller=\"dynamographdeployment\"} 2"));
+    }
+
+    #[test]
+    fn a_key_that_leaves_without_a_reconcile_leaves_the_depth() {
+        let metrics = Arc::new(Metrics::new());
+        let dgd = metrics.controller("dynamographdeployment", 4);
+        dgd.enqueued("ns/gone".into());
+        dgd.enqueued("ns/kept".into());
+        assert!(
+            metrics
+                .encode()
+                .contains("workqueue_depth{name=\"dynamographdeployment\"} 2")
+        );
+        dgd.dequeued("ns/gone");
+        dgd.dequeued("ns/never-queued");
+        assert!(
+            metrics
+                .encode()
+                .contains("workqueue_depth{name=\"dynamographdeployment\"} 1")
+        );
     }
 }
