@@ -223,11 +223,18 @@ async fn run_one(
     report: &mut Report,
 ) -> anyhow::Result<Run> {
     let started = Instant::now();
-    let soak_graphs = soak.graphs.unwrap_or(n);
-    let graphs: Vec<graphs::Graph> = (0..n.max(soak_graphs))
-        .map(|i| graphs::graph(templates, i, ""))
-        .collect();
-    let peak_gpus: i64 = graphs.iter().map(|g| graphs::gpus(g, 1)).sum();
+    let soak_graphs = if soak.cycles > 0 {
+        soak.graphs.unwrap_or(n)
+    } else {
+        0
+    };
+    let gpus = |count: usize, extra: i64| -> i64 {
+        (0..count)
+            .map(|i| graphs::gpus(&graphs::graph(templates, i, ""), extra))
+            .sum()
+    };
+    // Churn adds a replica to components of the N graphs; the soak's graphs run beside them.
+    let peak_gpus = gpus(n, 1) + gpus(soak_graphs, 0);
     let nodes = (((peak_gpus as f64) * 1.1 / GPUS_PER_NODE as f64).ceil() as usize).max(3);
     eprintln!("[bench N={n}] starting a control plane with {nodes} simulated nodes");
     let cp = ControlPlane::start(Options {
