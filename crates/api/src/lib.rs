@@ -9,6 +9,8 @@
 //! - [`validate()`]: the checks reconcilers run before acting on a spec; [`metadata`]:
 //!   Kubernetes' label and annotation rules it applies to what the children will carry.
 //! - [`crds()`]: every CRD this operator installs.
+//! - [`worker_hash`]: the worker generation hash, equal to upstream's; [`gojson`]: the Go JSON
+//!   encoding it hashes.
 
 // `#[kube(printcolumn(type_ = ..), printcolumn(type_ = ..))]` repeats keys by design.
 #![allow(clippy::duplicated_attributes)]
@@ -19,6 +21,7 @@ pub mod common;
 pub mod conversion;
 pub mod crds;
 pub mod dcd;
+pub mod gojson;
 pub mod grove;
 pub mod labels;
 pub mod metadata;
@@ -29,6 +32,7 @@ mod status;
 pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validate;
+pub mod worker_hash;
 
 pub use checkpoint::{DynamoCheckpoint, DynamoCheckpointSpec, DynamoCheckpointStatus};
 pub use common::{BackendFramework, ComponentKind, DgdState};

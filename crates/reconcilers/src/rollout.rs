@@ -33,13 +33,11 @@
 //! is recorded whenever it changes, and a Warning `RollingUpdateNotSupported` is queued once the
 //! record was written.
 //!
-//! The hash input follows upstream's v2 rules (same fields, same exclusions), hashed with SHA-256
-//! over canonical JSON (object keys sorted), first 8 hex digits. The digest is not byte-identical
-//! to upstream's (Go's JSON encoding of pod templates differs from ours), so a graph adopted from
-//! the upstream operator rolls its workers once.
+//! The hash is [`api::worker_hash::worker_hash`]: upstream's v2 hash, byte for byte (Go's JSON
+//! encoding of the same input), so a graph keeps its worker names when it moves from the upstream
+//! operator.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use api::common::RollingUpdatePhase;
@@ -50,9 +48,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::{Outcome, Patch, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::ResourceExt;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::naming;
+
+pub use api::worker_hash::worker_hash;
 
 /// Failure reason of the rollout step (upstream's value).
 pub const REASON_ROLLING_UPDATE_FAILED: &str = "rolling_update_failed";
@@ -66,9 +65,6 @@ pub const EVENT_ROLLING_UPDATE_STARTED: &str = "RollingUpdateStarted";
 pub const EVENT_ROLLING_UPDATE_COMPLETED: &str = "RollingUpdateCompleted";
 /// Warning event: the worker spec changed on a graph that cannot have managed rollouts.
 pub const EVENT_ROLLING_UPDATE_NOT_SUPPORTED: &str = "RollingUpdateNotSupported";
-
-/// Version tag of the hash input (upstream's v2 input).
-const HASH_INPUT_VERSION: &str = "dgd-worker-rollout-v2";
 
 /// Why the rollout step failed.
 #[derive(Debug, thiserror::Error)]
@@ -368,102 +364,6 @@ fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
         .iter()
         .flatten()
         .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid)
-}
-
-/// The worker hash of a graph: 8 hex digits of SHA-256 over the canonical JSON of upstream's v2
-/// hash input (backend framework, graph env, and per worker component the fields that shape its
-/// pods: globalDynamoNamespace, podTemplate, multinode, sharedMemorySize, frontendSidecar,
-/// compilationCache, experimental). Replicas, scaling adapter, model reference, EPP config and
-/// topology constraints do not count.
-pub fn worker_hash(dgd: &DynamoGraphDeployment) -> String {
-    let spec = &dgd.spec;
-    let mut workers = serde_json::Map::new();
-    for c in spec
-        .components
-        .iter()
-        .filter(|c| naming::is_worker(c.r#type))
-    {
-        workers.insert(c.name.clone(), worker_input(c));
-    }
-    let mut input = serde_json::Map::new();
-    input.insert("version".into(), json!(HASH_INPUT_VERSION));
-    if let Some(backend) = spec.backend_framework {
-        input.insert("backendFramework".into(), json!(backend.as_str()));
-    }
-    if !spec.env.is_empty() {
-        input.insert("env".into(), json!(spec.env));
-    }
-    if !workers.is_empty() {
-        input.insert("workers".into(), Value::Object(workers));
-    }
-    let digest = Sha256::digest(canonical(&Value::Object(input)).as_bytes());
-    hex::encode(digest)[..8].to_string()
-}
-
-fn worker_input(c: &DynamoComponentDeploymentSharedSpec) -> Value {
-    let mut m = serde_json::Map::new();
-    if c.global_dynamo_namespace {
-        m.insert("globalDynamoNamespace".into(), json!(true));
-    }
-    if let Some(template) = &c.pod_template {
-        let value = json!(template);
-        if value.as_object().is_some_and(|o| !o.is_empty()) {
-            m.insert("podTemplate".into(), value);
-        }
-    }
-    if let Some(v) = &c.multinode {
-        m.insert("multinode".into(), json!(v));
-    }
-    if let Some(v) = &c.shared_memory_size {
-        m.insert("sharedMemorySize".into(), json!(v));
-    }
-    if let Some(v) = &c.frontend_sidecar {
-        m.insert("frontendSidecar".into(), json!(v));
-    }
-    if let Some(v) = &c.compilation_cache {
-        m.insert("compilationCache".into(), json!(v));
-    }
-    if let Some(v) = &c.experimental {
-        m.insert("experimental".into(), json!(v));
-    }
-    Value::Object(m)
-}
-
-/// JSON with object keys sorted at every level, independent of map implementations.
-fn canonical(value: &Value) -> String {
-    fn write(out: &mut String, value: &Value) {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    let _ = write!(out, "{}:", Value::String(k.clone()));
-                    write(out, &map[k]);
-                }
-                out.push('}');
-            }
-            Value::Array(items) => {
-                out.push('[');
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write(out, v);
-                }
-                out.push(']');
-            }
-            other => {
-                let _ = write!(out, "{other}");
-            }
-        }
-    }
-    let mut out = String::new();
-    write(&mut out, value);
-    out
 }
 
 #[cfg(test)]
@@ -820,11 +720,5 @@ mod tests {
         let mut backend = g.clone();
         backend.spec.backend_framework = Some(api::BackendFramework::Vllm);
         assert_ne!(worker_hash(&backend), base);
-    }
-
-    #[test]
-    fn canonical_json_sorts_keys_at_every_level() {
-        let v = json!({"b": [{"y": 1, "x": "2"}], "a": null});
-        assert_eq!(canonical(&v), r#"{"a":null,"b":[{"x":"2","y":1}]}"#);
     }
 }
