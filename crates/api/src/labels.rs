@@ -1,5 +1,5 @@
-//! Well-known `nvidia.com/...` labels, annotations and names that upstream Dynamo reads or
-//! writes. Their values are part of the compatibility contract.
+//! Well-known `nvidia.com/...` labels, annotations, names and values that upstream Dynamo reads
+//! or writes. Their values are part of the compatibility contract.
 
 /// Annotation (user): `"false"` opts a DGD out of the Grove pathway.
 pub const ENABLE_GROVE: &str = "nvidia.com/enable-grove";
@@ -30,8 +30,14 @@ pub const DYNAMO_GRAPH_DEPLOYMENT_NAME: &str = "nvidia.com/dynamo-graph-deployme
 pub const DYNAMO_COMPONENT: &str = "nvidia.com/dynamo-component";
 /// Label: component type (frontend, worker, prefill, decode, planner, epp).
 pub const DYNAMO_COMPONENT_TYPE: &str = "nvidia.com/dynamo-component-type";
-/// Label: v1alpha1 sub-component type (prefill, decode).
+/// Label: v1alpha1 sub-component type (prefill, decode); see
+/// [`crate::ComponentType::sub_component_type`].
 pub const DYNAMO_SUB_COMPONENT_TYPE: &str = "nvidia.com/dynamo-sub-component-type";
+/// Label (controller): component class, [`COMPONENT_CLASS_WORKER`] on the worker-class
+/// components (worker, prefill, decode) of a graph with an EPP component.
+pub const DYNAMO_COMPONENT_CLASS: &str = "nvidia.com/dynamo-component-class";
+/// Value of [`DYNAMO_COMPONENT_CLASS`] for worker-class components.
+pub const COMPONENT_CLASS_WORKER: &str = "worker";
 /// Label: pod selector of a component.
 pub const SELECTOR: &str = "nvidia.com/selector";
 /// Label: Dynamo runtime namespace.
@@ -73,6 +79,13 @@ pub const CHECKPOINT_RESTORE_CANDIDATE: &str = "nvidia.com/dynamo-checkpoint-res
 pub const CHECKPOINT_NAME: &str = "nvidia.com/dynamo-checkpoint-name";
 /// Annotation (controller): checkpoint startup policy.
 pub const CHECKPOINT_STARTUP_POLICY: &str = "nvidia.com/dynamo-checkpoint-startup-policy";
+
+/// Env (operator default on the `main` container of worker, prefill and decode components):
+/// base port of the forward-pass metrics publisher, [`FORWARDPASS_METRIC_BASE_PORT`].
+pub const ENV_FORWARDPASS_METRIC_PORT: &str = "DYN_FORWARDPASS_METRIC_PORT";
+/// Base port of the forward-pass metrics publisher (each engine rank adds its index). Only the
+/// env var carries it: no container port is declared for it.
+pub const FORWARDPASS_METRIC_BASE_PORT: i32 = 20380;
 
 /// ServiceAccount of planner pods.
 pub const PLANNER_SERVICE_ACCOUNT: &str = "planner-serviceaccount";

@@ -6,12 +6,14 @@
 //! # What a DCD carries
 //! - **Name** `<dgd>-<component, lowercased>`, plus `-<worker hash>` for worker components.
 //! - **Labels**: the component pod template's labels, then graph name, component, component
-//!   type, Dynamo namespace, and on workers the worker hash.
+//!   type, Dynamo namespace, and on workers the worker hash and, in a graph with an EPP
+//!   component, `nvidia.com/dynamo-component-class: worker` (as upstream's DCD generation).
 //! - **Spec**: the component spec with `backendFramework` from the graph, and on the pod
 //!   template, as upstream: the graph's `env` prepended to the `main` container's env (component
 //!   entries with the same name win), the graph's `annotations`/`labels` and its propagated
 //!   metadata annotations (`nvidia.com/enable-metrics`, discovery settings, ...) added where the
-//!   pod template does not set them, the worker hash label on workers, the planner service
+//!   pod template does not set them, the worker hash label (and the worker component class in a
+//!   graph with an EPP component) on workers, the planner service
 //!   account on planners, and `nvidia.com/restartAt` when a restart asks for it (otherwise the
 //!   live DCD's value is kept, so restarts are never undone).
 //! - **Replicas**: the component's, except for components with a scaling adapter: then
@@ -413,6 +415,7 @@ fn render_one(
     let dgd_name = dgd.name_any();
     let k8s_ns = dgd.namespace().unwrap_or_default();
     let worker = naming::is_worker(component.r#type);
+    let worker_class = worker && dgd.spec.epp_component().is_some();
     let mut spec = component.clone();
 
     // Metadata labels: the pod template's, then ours.
@@ -431,6 +434,12 @@ fn render_one(
         dcd_labels.insert(
             labels::DYNAMO_WORKER_HASH.to_string(),
             worker_hash.to_string(),
+        );
+    }
+    if worker_class {
+        dcd_labels.insert(
+            labels::DYNAMO_COMPONENT_CLASS.to_string(),
+            labels::COMPONENT_CLASS_WORKER.to_string(),
         );
     }
 
@@ -472,6 +481,12 @@ fn render_one(
         template_labels.insert(
             labels::DYNAMO_WORKER_HASH.to_string(),
             worker_hash.to_string(),
+        );
+    }
+    if worker_class {
+        template_labels.insert(
+            labels::DYNAMO_COMPONENT_CLASS.to_string(),
+            labels::COMPONENT_CLASS_WORKER.to_string(),
         );
     }
     if meta.annotations.as_ref().is_some_and(BTreeMap::is_empty) {
@@ -942,6 +957,69 @@ mod tests {
             waiting[1].annotations()[LAST_APPLIED_HASH],
             ready[1].annotations()[LAST_APPLIED_HASH]
         );
+    }
+
+    /// Upstream's DCD generation: worker-class components of a graph with an EPP component
+    /// carry `nvidia.com/dynamo-component-class: worker` on the DCD and its pod template (so the
+    /// DCD controller renders it onto the Deployment, its pods and the Service); nothing else
+    /// does.
+    #[test]
+    fn worker_component_class_in_graphs_with_an_epp_component() {
+        use crate::testutil::component;
+        // (component type, graph has an EPP component, class expected)
+        let rows = [
+            (ComponentType::Worker, true, true),
+            (ComponentType::Prefill, true, true),
+            (ComponentType::Decode, true, true),
+            (ComponentType::Frontend, true, false),
+            (ComponentType::Planner, true, false),
+            (ComponentType::Epp, true, false),
+            (ComponentType::Worker, false, false),
+            (ComponentType::Prefill, false, false),
+            (ComponentType::Decode, false, false),
+        ];
+        for (type_, with_epp, expected) in rows {
+            let mut g = graph();
+            g.metadata.uid = Some("uid-1".into());
+            g.spec.components = vec![component("C", type_, "runtime:1")];
+            if with_epp && type_ != ComponentType::Epp {
+                g.spec
+                    .components
+                    .push(component("Epp", ComponentType::Epp, "epp:1"));
+            }
+            let generation = WorkerGeneration::settled("h");
+            let dcds = render(
+                &g,
+                &generation,
+                None,
+                &CheckpointInfos::new(),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+            let dcd = &dcds[0];
+            let template_labels = dcd
+                .spec
+                .component
+                .pod_template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default();
+            let want = expected.then_some(labels::COMPONENT_CLASS_WORKER);
+            for (place, got) in [
+                ("DCD", dcd.labels().get(labels::DYNAMO_COMPONENT_CLASS)),
+                (
+                    "pod template",
+                    template_labels.get(labels::DYNAMO_COMPONENT_CLASS),
+                ),
+            ] {
+                assert_eq!(
+                    got.map(String::as_str),
+                    want,
+                    "{type_:?} (EPP in graph: {with_epp}): {place}"
+                );
+            }
+        }
     }
 
     #[test]

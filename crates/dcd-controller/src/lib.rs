@@ -69,11 +69,15 @@
 //! `nil`, which resets a foreign scale; see [`applied_replicas`].)
 //!
 //! # What is rendered
-//! **Deployment** `<dcd>`: labels = the DCD's labels, the pod template's labels, and
-//! `nvidia.com/dynamo-component`, `nvidia.com/dynamo-namespace` (the DCD's own values of those,
-//! of the graph name, worker hash and component class win); annotations = the pod template's
-//! (without `nvidia.com/dynamo-operator-origin-version`; topology annotations come from the
-//! DCD); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
+//! **Deployment** `<dcd>`: labels = the DCD's labels, the pod template's labels,
+//! `nvidia.com/dynamo-sub-component-type: prefill|decode` on prefill and decode components (their
+//! v1alpha1 sub-type, over any label of that name), and `nvidia.com/dynamo-component`,
+//! `nvidia.com/dynamo-namespace` (the DCD's own values of those, of the graph name, worker hash
+//! and component class win; `nvidia.com/dynamo-component-class: worker` is what the graph puts
+//! on the worker, prefill and decode DCDs of a graph with an EPP component and on their pod
+//! templates, so it reaches the Deployment, the pods and the Service); annotations = the pod
+//! template's (without `nvidia.com/dynamo-operator-origin-version`; topology annotations come
+//! from the DCD); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
 //! `maxUnavailable` 25% or `nvidia.com/deployment-rolling-update-max-surge|-max-unavailable`,
 //! or `Recreate` with `nvidia.com/deployment-strategy: Recreate`.
 //!
@@ -96,12 +100,14 @@
 //! | --- | --- | --- | --- | --- |
 //! | all | `/bin/sh -c` | | | `DYN_NAMESPACE`, `DYN_COMPONENT` (the type), `DYN_PARENT_DGD_K8S_NAME`, `DYN_PARENT_DGD_K8S_NAMESPACE`, `POD_NAME`, `POD_NAMESPACE`, `POD_UID`, `DYN_DISCOVERY_BACKEND=kubernetes` (unless etcd), `CONTAINER_NAME`/`DYN_KUBE_DISCOVERY_MODE` in container discovery mode |
 //! | frontend | `python3 -m dynamo.frontend` | `http` 8000 | liveness `/live` (15 s delay, 10 s period, 1 s timeout, 3 failures), readiness `/health` (10/10/3/3) on `http` | `DYNAMO_PORT`, `DYN_HTTP_PORT` = 8000, `DYN_NAMESPACE_PREFIX` |
-//! | worker, prefill, decode | | `system` 9090, `nixl` 19090 | liveness `/live` (5 s, 4 s, 1), readiness `/health` (10 s, 4 s, 3), startup `/live` (10 s, 5 s, 720) on `system` | `DYN_SYSTEM_ENABLED`, `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS`, `DYN_SYSTEM_PORT`, `DYN_HEALTH_CHECK_ENABLED=false`, `NIXL_TELEMETRY_*`, `DYN_NAMESPACE_WORKER_SUFFIX` (worker hash) |
+//! | worker, prefill, decode | | `system` 9090, `nixl` 19090 | liveness `/live` (5 s, 4 s, 1), readiness `/health` (10 s, 4 s, 3), startup `/live` (10 s, 5 s, 720) on `system` | `DYN_SYSTEM_ENABLED`, `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS`, `DYN_SYSTEM_PORT`, `DYN_HEALTH_CHECK_ENABLED=false`, `NIXL_TELEMETRY_*`, `DYN_FORWARDPASS_METRIC_PORT=20380` (forward-pass metrics base port; env only, no container port), `DYN_NAMESPACE_WORKER_SUFFIX` (worker hash) |
 //! | planner | | `metrics` 9085, `system` 9090 | as workers | `PLANNER_PROMETHEUS_PORT`, `DYN_SYSTEM_PORT` |
 //!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
-//! frontend. Labels as the Deployment plus the discovery labels, the same annotations, selector
+//! frontend. Labels as the Deployment (so the sub-component type and component class too; a
+//! `nvidia.com/dynamo-component-type` label only when the DCD carries one, as upstream's
+//! Service copies the DCD's labels) plus the discovery labels, the same annotations, selector
 //! `nvidia.com/dynamo-component-type`, `nvidia.com/dynamo-namespace`,
 //! `nvidia.com/dynamo-component` (plus `role: leader` when multinode); port `http` 8000 →
 //! `http` for frontends, `grpc` 9002 (appProtocol http2) for epp, else `system` 9090 →
@@ -115,7 +121,8 @@
 //! `<namespace>-<graph>` (`dynamo` with `globalDynamoNamespace`), the graph being the DCD's
 //! `nvidia.com/dynamo-graph-deployment-name` label or its DynamoGraphDeployment owner (the DCD
 //! name for a standalone DCD). A prefill/decode DCD that the graph labelled with alpha-era
-//! worker selectors (component type `worker` with a worker hash) keeps rendering type `worker`.
+//! worker selectors (component type `worker` with a worker hash) keeps rendering type `worker`
+//! (its sub-component-type label names the real type).
 //!
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs

@@ -73,8 +73,6 @@ pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
 pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
 /// Label (controller, pod and Service): Kubernetes discovery enabled, `"true"`.
 pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
-/// Label (DGD, on the DCD): component class.
-pub const COMPONENT_CLASS_LABEL: &str = "nvidia.com/dynamo-component-class";
 /// Label (controller, LWS pods): `leader` or `worker`; multinode Services select `leader`.
 pub const ROLE_LABEL: &str = "role";
 /// Annotation (DCD or pod template): node label key the topology controller copies to pods.
@@ -278,6 +276,11 @@ impl Identity {
 
         let mut kube_labels = own.clone();
         kube_labels.extend(template_labels);
+        // Prefill and decode components carry their v1alpha1 sub-component type (over any
+        // label of that name), as upstream's alpha view of the DCD gives it.
+        if let Some(sub) = spec_type.and_then(ComponentType::sub_component_type) {
+            kube_labels.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.into(), sub.into());
+        }
         kube_labels.insert(labels::DYNAMO_COMPONENT.into(), component.name.clone());
         kube_labels.insert(labels::DYNAMO_NAMESPACE.into(), dynamo_namespace.clone());
         for key in [
@@ -285,7 +288,7 @@ impl Identity {
             labels::DYNAMO_NAMESPACE,
             labels::DYNAMO_GRAPH_DEPLOYMENT_NAME,
             labels::DYNAMO_WORKER_HASH,
-            COMPONENT_CLASS_LABEL,
+            labels::DYNAMO_COMPONENT_CLASS,
         ] {
             if let Some(v) = own.get(key).filter(|v| !v.is_empty()) {
                 kube_labels.insert(key.into(), v.clone());
@@ -465,18 +468,6 @@ fn leader_worker_set(dcd: &DynamoComponentDeployment, id: &Identity) -> DynamicO
         let mut t = pod_template(dcd, id, role);
         if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             labels.remove(labels::SELECTOR);
-            if id.component_type == "worker"
-                && matches!(
-                    id.spec_type,
-                    Some(ComponentType::Prefill | ComponentType::Decode)
-                )
-                && labels
-                    .get(labels::DYNAMO_SUB_COMPONENT_TYPE)
-                    .is_none_or(String::is_empty)
-            {
-                let spec = id.spec_type.map(ComponentType::as_str).unwrap_or_default();
-                labels.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.into(), spec.into());
-            }
         }
         serde_json::to_value(t).expect("pod templates serialize")
     };
@@ -688,6 +679,10 @@ fn base_container(id: &Identity) -> Container {
                 env("NIXL_TELEMETRY_ENABLE", "n"),
                 env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
                 env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
+                env(
+                    labels::ENV_FORWARDPASS_METRIC_PORT,
+                    &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
+                ),
             ]);
             if let Some(hash) = &id.worker_hash {
                 vars.push(env(labels_env::DYN_NAMESPACE_WORKER_SUFFIX, hash));

@@ -8,7 +8,8 @@ use api::labels;
 use api::v1beta1::{ComponentType, ScalingAdapter};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EnvVar, PodSecurityContext, PodSpec, Probe, Service, Volume,
+    Container, ContainerPort, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Service,
+    Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -340,6 +341,7 @@ fn worker_defaults_keep_the_users_command_args_and_resources() {
         ("NIXL_TELEMETRY_ENABLE", "n"),
         ("NIXL_TELEMETRY_EXPORTER", "prometheus"),
         ("NIXL_TELEMETRY_PROMETHEUS_PORT", "19090"),
+        ("DYN_FORWARDPASS_METRIC_PORT", "20380"),
         ("DYN_COMPONENT", "worker"),
     ] {
         assert_eq!(env_value(main, name).as_deref(), Some(value), "{name}");
@@ -919,6 +921,377 @@ fn legacy_worker_selectors_keep_type_worker() {
         Identity::resolve(&dcd).runtime_namespace(),
         "ns-vllm-disagg"
     );
+}
+
+/// The templates a render produces: the Deployment's pod template, or the LeaderWorkerSet's
+/// leader and worker templates.
+fn templates(dcd: &DynamoComponentDeployment) -> Vec<PodTemplateSpec> {
+    match render(dcd).workload {
+        Workload::Deployment(d) => vec![d.spec.unwrap().template],
+        Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
+            .into_iter()
+            .map(|t| {
+                serde_json::from_value(l.data["spec"]["leaderWorkerTemplate"][t].clone()).unwrap()
+            })
+            .collect(),
+    }
+}
+
+/// Upstream's worker defaults (`component_worker.go`): every worker-class `main` container gets
+/// `DYN_FORWARDPASS_METRIC_PORT` = 20380, on every template (single node, LeaderWorkerSet
+/// leader and worker), without a container port; no other type gets it; a user value wins
+/// (`MergeEnvs`).
+#[test]
+fn forward_pass_metric_port_on_worker_class_main_containers() {
+    // (manifest, component, type override, expected value)
+    let rows: [(&str, &str, Option<ComponentType>, Option<&str>); 9] = [
+        ("vllm-agg.yaml", "VllmDecodeWorker", None, Some("20380")),
+        ("vllm-disagg.yaml", "VllmPrefillWorker", None, Some("20380")),
+        ("vllm-disagg.yaml", "VllmDecodeWorker", None, Some("20380")),
+        (
+            "sglang-disagg-multinode.yaml",
+            "decode",
+            None,
+            Some("20380"),
+        ),
+        (
+            "sglang-disagg-multinode.yaml",
+            "prefill",
+            None,
+            Some("20380"),
+        ),
+        ("vllm-agg.yaml", "Frontend", None, None),
+        ("sglang-disagg-planner.yaml", "Planner", None, None),
+        (
+            "vllm-agg.yaml",
+            "VllmDecodeWorker",
+            Some(ComponentType::Epp),
+            None,
+        ),
+        (
+            "vllm-agg.yaml",
+            "Frontend",
+            Some(ComponentType::Worker),
+            Some("20380"),
+        ),
+    ];
+    for (file, component, type_, want) in rows {
+        let mut dcd = conformance_dcd("v1beta1", file, component);
+        if let Some(t) = type_ {
+            dcd.spec.component.r#type = Some(t);
+        }
+        let at = format!("{file}: {component} as {:?}", dcd.spec.component.r#type);
+        for template in templates(&dcd) {
+            let spec = template.spec.unwrap();
+            let main = main_of(&spec);
+            assert_eq!(
+                env_value(main, labels::ENV_FORWARDPASS_METRIC_PORT).as_deref(),
+                want,
+                "{at}"
+            );
+            assert!(
+                !main
+                    .ports
+                    .iter()
+                    .flatten()
+                    .any(|p| p.container_port == labels::FORWARDPASS_METRIC_BASE_PORT),
+                "{at}: no container port"
+            );
+        }
+    }
+    // The user's value wins.
+    let mut dcd = worker();
+    main_mut(&mut dcd)
+        .env
+        .get_or_insert_with(Vec::new)
+        .push(EnvVar {
+            name: labels::ENV_FORWARDPASS_METRIC_PORT.into(),
+            value: Some("23456".into()),
+            value_from: None,
+        });
+    assert_eq!(
+        env_value(main_of(&pod(&dcd)), labels::ENV_FORWARDPASS_METRIC_PORT).as_deref(),
+        Some("23456")
+    );
+}
+
+/// Upstream's DCD labels (`GetDCDKubeLabels`, `getDCDWorkloadPodLabels`): a prefill or decode DCD
+/// carries `nvidia.com/dynamo-sub-component-type` (its v1alpha1 sub-type) on the workload, its
+/// pods (every LeaderWorkerSet template too) and the Service, over a label of that name the
+/// DCD or its pod template sets; the legacy worker selector keeps it with component type
+/// `worker`; other types carry none of their own (a DCD's own label is kept).
+#[test]
+fn sub_component_type_on_workload_pods_and_service() {
+    struct Row {
+        name: &'static str,
+        file: &'static str,
+        component: &'static str,
+        own: &'static [(&'static str, &'static str)],
+        template: &'static [(&'static str, &'static str)],
+        component_type: &'static str,
+        sub: Option<&'static str>,
+    }
+    let rows = [
+        Row {
+            name: "native prefill",
+            file: "vllm-disagg.yaml",
+            component: "VllmPrefillWorker",
+            own: &[],
+            template: &[],
+            component_type: "prefill",
+            sub: Some("prefill"),
+        },
+        Row {
+            name: "native decode",
+            file: "vllm-disagg.yaml",
+            component: "VllmDecodeWorker",
+            own: &[],
+            template: &[],
+            component_type: "decode",
+            sub: Some("decode"),
+        },
+        Row {
+            name: "multinode decode (LeaderWorkerSet)",
+            file: "sglang-disagg-multinode.yaml",
+            component: "decode",
+            own: &[],
+            template: &[],
+            component_type: "decode",
+            sub: Some("decode"),
+        },
+        Row {
+            name: "the type wins over a pod template label",
+            file: "vllm-disagg.yaml",
+            component: "VllmPrefillWorker",
+            own: &[],
+            template: &[(labels::DYNAMO_SUB_COMPONENT_TYPE, "decode")],
+            component_type: "prefill",
+            sub: Some("prefill"),
+        },
+        Row {
+            name: "legacy worker selector (decode)",
+            file: "vllm-disagg.yaml",
+            component: "VllmDecodeWorker",
+            own: &[
+                (labels::DYNAMO_COMPONENT_TYPE, "worker"),
+                (labels::DYNAMO_WORKER_HASH, "db6b6891"),
+            ],
+            template: &[],
+            component_type: "worker",
+            sub: Some("decode"),
+        },
+        Row {
+            name: "legacy worker selector with the same sub-type label",
+            file: "sglang-disagg-multinode.yaml",
+            component: "decode",
+            own: &[
+                (labels::DYNAMO_COMPONENT_TYPE, "worker"),
+                (labels::DYNAMO_SUB_COMPONENT_TYPE, "decode"),
+                (labels::DYNAMO_WORKER_HASH, "db6b6891"),
+            ],
+            template: &[],
+            component_type: "worker",
+            sub: Some("decode"),
+        },
+        Row {
+            name: "aggregated worker: none",
+            file: "vllm-agg.yaml",
+            component: "VllmDecodeWorker",
+            own: &[],
+            template: &[],
+            component_type: "worker",
+            sub: None,
+        },
+        Row {
+            name: "frontend: none",
+            file: "vllm-agg.yaml",
+            component: "Frontend",
+            own: &[],
+            template: &[],
+            component_type: "frontend",
+            sub: None,
+        },
+        Row {
+            name: "a worker DCD's own label is kept",
+            file: "vllm-agg.yaml",
+            component: "VllmDecodeWorker",
+            own: &[(labels::DYNAMO_SUB_COMPONENT_TYPE, "prefill")],
+            template: &[],
+            component_type: "worker",
+            sub: Some("prefill"),
+        },
+    ];
+    for row in rows {
+        let mut dcd = conformance_dcd("v1beta1", row.file, row.component);
+        let own = dcd.metadata.labels.get_or_insert_with(Default::default);
+        for (k, v) in row.own {
+            own.insert(k.to_string(), v.to_string());
+        }
+        if !row.template.is_empty() {
+            let meta = dcd
+                .spec
+                .component
+                .pod_template
+                .get_or_insert_with(Default::default)
+                .metadata
+                .get_or_insert_with(Default::default);
+            for (k, v) in row.template {
+                meta.labels
+                    .get_or_insert_with(Default::default)
+                    .insert(k.to_string(), v.to_string());
+            }
+        }
+        let at = row.name;
+        let r = render(&dcd);
+        let workload_labels = match &r.workload {
+            Workload::Deployment(d) => d.metadata.labels.clone().unwrap(),
+            Workload::LeaderWorkerSet(l) => l.metadata.labels.clone().unwrap(),
+        };
+        let service = r.service.clone().unwrap();
+        let mut sets = vec![
+            ("workload", workload_labels),
+            ("Service", service.metadata.labels.clone().unwrap()),
+        ];
+        for t in templates(&dcd) {
+            let pod_labels = t.metadata.unwrap().labels.unwrap();
+            assert_eq!(
+                pod_labels[labels::DYNAMO_COMPONENT_TYPE],
+                row.component_type,
+                "{at}"
+            );
+            sets.push(("pod", pod_labels));
+        }
+        for (place, l) in sets {
+            assert_eq!(
+                l.get(labels::DYNAMO_SUB_COMPONENT_TYPE).map(String::as_str),
+                row.sub,
+                "{at}: {place}"
+            );
+        }
+        // The Service selector is unchanged: type, Dynamo namespace, component.
+        let selector = service.spec.unwrap().selector.unwrap();
+        assert_eq!(
+            selector[labels::DYNAMO_COMPONENT_TYPE],
+            row.component_type,
+            "{at}"
+        );
+        assert!(
+            !selector.contains_key(labels::DYNAMO_SUB_COMPONENT_TYPE),
+            "{at}"
+        );
+    }
+}
+
+/// Upstream (`graph.go` `generateSingleDCD`, `GetDCDKubeLabels`): the graph stamps
+/// `nvidia.com/dynamo-component-class: worker` on the worker DCDs of a graph with an EPP
+/// component and their pod templates; the DCD's own value wins and reaches the workload, its
+/// pods and the Service. Without it (no EPP component) none is rendered, also for legacy worker
+/// selectors (upstream's non-EPP worker identity cases: Deployment, LeaderWorkerSet).
+#[test]
+fn component_class_from_the_dcd() {
+    /// (manifest, component, DCD label, pod template label, legacy selector, expected)
+    type Row = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+        bool,
+        Option<&'static str>,
+    );
+    let rows: [Row; 6] = [
+        (
+            "vllm-agg.yaml",
+            "VllmDecodeWorker",
+            Some("worker"),
+            Some("worker"),
+            false,
+            Some("worker"),
+        ),
+        (
+            "sglang-disagg-multinode.yaml",
+            "decode",
+            Some("worker"),
+            Some("worker"),
+            false,
+            Some("worker"),
+        ),
+        (
+            "vllm-agg.yaml",
+            "VllmDecodeWorker",
+            Some("worker"),
+            Some("other"),
+            false,
+            Some("worker"),
+        ),
+        ("vllm-agg.yaml", "VllmDecodeWorker", None, None, false, None),
+        (
+            "vllm-disagg.yaml",
+            "VllmDecodeWorker",
+            None,
+            None,
+            true,
+            None,
+        ),
+        (
+            "sglang-disagg-multinode.yaml",
+            "decode",
+            None,
+            None,
+            true,
+            None,
+        ),
+    ];
+    for (file, component, own, template, legacy, want) in rows {
+        let mut dcd = conformance_dcd("v1beta1", file, component);
+        let at = format!("{file}: {component} {own:?} {template:?} legacy={legacy}");
+        let labels_ = dcd.metadata.labels.get_or_insert_with(Default::default);
+        if let Some(v) = own {
+            labels_.insert(labels::DYNAMO_COMPONENT_CLASS.into(), v.into());
+        }
+        if legacy {
+            labels_.insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+            labels_.insert(labels::DYNAMO_WORKER_HASH.into(), "db6b6891".into());
+        }
+        if let Some(v) = template {
+            dcd.spec
+                .component
+                .pod_template
+                .get_or_insert_with(Default::default)
+                .metadata
+                .get_or_insert_with(Default::default)
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(labels::DYNAMO_COMPONENT_CLASS.into(), v.into());
+        }
+        let r = render(&dcd);
+        let workload_labels = match &r.workload {
+            Workload::Deployment(d) => d.metadata.labels.clone().unwrap(),
+            Workload::LeaderWorkerSet(l) => l.metadata.labels.clone().unwrap(),
+        };
+        let mut sets = vec![
+            ("workload", workload_labels),
+            ("Service", r.service.unwrap().metadata.labels.unwrap()),
+        ];
+        for t in templates(&dcd) {
+            let pod_labels = t.metadata.unwrap().labels.unwrap();
+            if legacy {
+                assert_eq!(pod_labels[labels::DYNAMO_COMPONENT_TYPE], "worker", "{at}");
+                assert_eq!(
+                    pod_labels[labels::DYNAMO_SUB_COMPONENT_TYPE],
+                    "decode",
+                    "{at}"
+                );
+            }
+            sets.push(("pod", pod_labels));
+        }
+        for (place, l) in sets {
+            assert_eq!(
+                l.get(labels::DYNAMO_COMPONENT_CLASS).map(String::as_str),
+                want,
+                "{at}: {place}"
+            );
+        }
+    }
 }
 
 #[test]

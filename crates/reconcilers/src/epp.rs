@@ -6,8 +6,9 @@
 //!   filled in. With `configMapRef` the user owns the ConfigMap; without `eppConfig` (the native
 //!   EPP) none is needed.
 //! - Always: `inference.networking.k8s.io/v1` InferencePool `<dgd>-pool` selecting the graph's
-//!   worker pods (`nvidia.com/dynamo-component-type: worker` in the EPP component's Dynamo
-//!   namespace) on port 8000, with the EPP Service (`naming::dcd_name(dgd, epp, None)`, gRPC
+//!   worker-class pods (`nvidia.com/dynamo-component-class: worker`, on worker, prefill and
+//!   decode pods of a graph with an EPP component, in the EPP component's Dynamo namespace) on
+//!   port 8000, with the EPP Service (`naming::dcd_name(dgd, epp, None)`, gRPC
 //!   port 9002) as its endpoint picker.
 //!
 //! When the cluster does not serve the InferencePool API the step fails with a message saying
@@ -17,7 +18,10 @@
 use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
-use api::labels::{DYNAMO_COMPONENT, DYNAMO_COMPONENT_TYPE, DYNAMO_NAMESPACE};
+use api::labels::{
+    COMPONENT_CLASS_WORKER, DYNAMO_COMPONENT, DYNAMO_COMPONENT_CLASS, DYNAMO_COMPONENT_TYPE,
+    DYNAMO_NAMESPACE,
+};
 use api::v1beta1::DynamoComponentDeploymentSharedSpec;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kit::{Event, Reader, Writer};
@@ -156,7 +160,9 @@ pub fn render_config_map(
     }))
 }
 
-/// The InferencePool of the graph, pointing at the EPP Service.
+/// The InferencePool of the graph, pointing at the EPP Service. It selects every worker-class
+/// pod (`worker`, `prefill`, `decode`: they carry the component-class label `worker` in a graph
+/// with an EPP component) of the EPP's Dynamo namespace.
 pub fn render_inference_pool(
     dgd: &DynamoGraphDeployment,
     epp: &DynamoComponentDeploymentSharedSpec,
@@ -172,7 +178,7 @@ pub fn render_inference_pool(
             "spec": {
                 "targetPorts": [{"number": TARGET_PORT}],
                 "selector": {"matchLabels": {
-                    DYNAMO_COMPONENT_TYPE: "worker",
+                    DYNAMO_COMPONENT_CLASS: COMPONENT_CLASS_WORKER,
                     DYNAMO_NAMESPACE: dynamo_namespace,
                 }},
                 "endpointPickerRef": {
@@ -233,8 +239,8 @@ mod tests {
         let p = pool(&d).await.unwrap();
         assert_eq!(p.data["spec"]["endpointPickerRef"]["name"], "g-epp");
         assert_eq!(
-            p.data["spec"]["selector"]["matchLabels"][DYNAMO_NAMESPACE],
-            "ns-g"
+            p.data["spec"]["selector"]["matchLabels"],
+            json!({DYNAMO_COMPONENT_CLASS: COMPONENT_CLASS_WORKER, DYNAMO_NAMESPACE: "ns-g"})
         );
         assert!(child::is_controlled_by(&p.metadata, &g));
 

@@ -41,6 +41,13 @@ impl ComponentType {
     pub fn is_worker(self) -> bool {
         matches!(self, Self::Worker | Self::Prefill | Self::Decode)
     }
+
+    /// The v1alpha1 `subComponentType` this type converts to (`prefill`, `decode`; the alpha
+    /// type is then `worker`), which is also the value of the
+    /// `nvidia.com/dynamo-sub-component-type` label; `None` for the other types.
+    pub fn sub_component_type(self) -> Option<&'static str> {
+        matches!(self, Self::Prefill | Self::Decode).then(|| self.as_str())
+    }
 }
 
 /// A component of a Dynamo graph: its role, pod template, scale and runtime options.

@@ -320,6 +320,10 @@ fn base_container(input: &PodInput<'_>) -> Container {
                 env("NIXL_TELEMETRY_ENABLE", "n"),
                 env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
                 env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
+                env(
+                    labels::ENV_FORWARDPASS_METRIC_PORT,
+                    &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
+                ),
             ]);
             if let Some(hash) = input.worker_hash {
                 vars.push(env("DYN_NAMESPACE_WORKER_SUFFIX", hash));

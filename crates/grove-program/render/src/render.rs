@@ -31,8 +31,6 @@ pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
 pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
 /// Label (controller, clique): Kubernetes discovery enabled, `"true"`.
 pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
-/// Label (controller, clique): `worker` on worker cliques of a graph with an EPP component.
-pub const COMPONENT_CLASS_LABEL: &str = "nvidia.com/dynamo-component-class";
 /// Annotation (pod): node label key the topology controller copies to pods.
 pub const TOPOLOGY_LABEL_KEY_ANNOTATION: &str = "nvidia.com/topology-label-key";
 /// Annotation (pod): Grove ClusterTopology the topology controller reads.
@@ -294,7 +292,9 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
 pub const PRESERVED_ALPHA_SPEC: &str = "nvidia.com/dgd-v1alpha1-spec";
 
 /// The v1alpha1 services preserved on a converted graph, by name (empty for native v1beta1).
-fn preserved_alpha_services(dgd: &DynamoGraphDeployment) -> BTreeMap<String, AlphaComponent> {
+pub(crate) fn preserved_alpha_services(
+    dgd: &DynamoGraphDeployment,
+) -> BTreeMap<String, AlphaComponent> {
     dgd.metadata
         .annotations
         .as_ref()
@@ -484,8 +484,15 @@ fn clique_labels(
 ) -> BTreeMap<String, String> {
     let worker = component.r#type.is_some_and(ComponentType::is_worker);
     let template = template_labels(component);
-    let sub_type = alpha
-        .and_then(|a| a.sub_component_type.clone())
+    // The v1alpha1 sub-component type: prefill and decode components carry their own (as
+    // upstream's alpha view of the graph gives it); otherwise a preserved alpha value. A
+    // component rendered as `worker` by the legacy rule has none here: its pod template carries
+    // the label.
+    let sub_type = component
+        .r#type
+        .and_then(ComponentType::sub_component_type)
+        .map(str::to_string)
+        .or_else(|| alpha.and_then(|a| a.sub_component_type.clone()))
         .filter(|s| !s.is_empty());
     let mut system = BTreeMap::new();
     system.insert(
@@ -504,7 +511,10 @@ fn clique_labels(
         );
     }
     if has_epp && worker {
-        system.insert(COMPONENT_CLASS_LABEL.to_string(), "worker".to_string());
+        system.insert(
+            labels::DYNAMO_COMPONENT_CLASS.to_string(),
+            labels::COMPONENT_CLASS_WORKER.to_string(),
+        );
     }
     if let Some(sub) = &sub_type {
         system.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.to_string(), sub.clone());
@@ -534,10 +544,6 @@ fn clique_labels(
         .filter(|h| !h.is_empty())
     {
         result.insert(labels::DYNAMO_WORKER_HASH.to_string(), hash.clone());
-    }
-    // A sub-component type label the pod template sets (the legacy worker rule) is kept.
-    if let Some(sub) = template.get(labels::DYNAMO_SUB_COMPONENT_TYPE) {
-        result.insert(labels::DYNAMO_SUB_COMPONENT_TYPE.to_string(), sub.clone());
     }
     if kube_discovery {
         result.insert(

@@ -10,9 +10,14 @@
 //! | any other, with Kubernetes discovery | port `system` 9090 → `system` (EPP: `grpc` 9002, appProtocol `http2`) |
 //! | any other, without | none (an owned one is deleted) |
 //!
-//! Name `<dgd>-<component>` (lowercased, dots as dashes); labels: graph, component, type,
-//! Dynamo namespace, plus the discovery labels with Kubernetes discovery; selector: component
-//! type, Dynamo namespace and component; a controller owner reference to the graph.
+//! Name `<dgd>-<component>` (lowercased, dots as dashes); labels as upstream's: the graph's
+//! `spec.labels`, the preserved v1alpha1 service labels and the component's pod template labels
+//! (with the sub-component-type label the legacy worker rule adds), plus the discovery labels
+//! with Kubernetes discovery; and, ours, `nvidia.com/dynamo-graph-deployment-name` and
+//! `nvidia.com/dynamo-component`, by which the grove program lists its Services and recognizes
+//! the ones to delete. No component-type, component-class or Dynamo namespace label: upstream
+//! puts none on these Services (their pods carry them). Selector: component type, Dynamo
+//! namespace and component; a controller owner reference to the graph.
 
 use std::collections::BTreeMap;
 
@@ -23,9 +28,10 @@ use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::compat::clique_of;
+use crate::compat::{clique_of, legacy_worker_type};
 use crate::names::selector;
 use crate::pod::{HTTP_PORT, SYSTEM_PORT};
+use crate::render::preserved_alpha_services;
 use crate::{DISCOVERY_BACKEND_LABEL, DISCOVERY_ENABLED_LABEL};
 
 /// gRPC port of an EPP component's Service.
@@ -39,6 +45,7 @@ pub fn services(dgd: &DynamoGraphDeployment, pcs: &PodCliqueSet) -> Vec<Service>
         .owner_references
         .clone()
         .filter(|o| !o.is_empty());
+    let alpha = preserved_alpha_services(dgd);
     dgd.spec
         .components
         .iter()
@@ -78,17 +85,27 @@ pub fn services(dgd: &DynamoGraphDeployment, pcs: &PodCliqueSet) -> Vec<Service>
                     ..Default::default()
                 },
             };
-            let mut service_labels = BTreeMap::new();
-            for key in [
-                labels::DYNAMO_GRAPH_DEPLOYMENT_NAME,
-                labels::DYNAMO_COMPONENT,
-                labels::DYNAMO_COMPONENT_TYPE,
-                labels::DYNAMO_NAMESPACE,
-            ] {
-                if let Some(v) = clique.labels.get(key) {
-                    service_labels.insert(key.to_string(), v.clone());
-                }
+            // The component as rendered: the legacy worker rule (which the rendered clique
+            // shows) adds the sub-component-type label to its pod template.
+            let mut rendered = c.clone();
+            legacy_worker_type(&mut rendered, Some(pcs));
+            let mut service_labels = dgd.spec.labels.clone();
+            if let Some(a) = alpha.get(&c.name) {
+                service_labels.extend(a.labels.clone());
             }
+            if let Some(template) = rendered
+                .pod_template
+                .as_ref()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.as_ref())
+            {
+                service_labels.extend(template.clone());
+            }
+            service_labels.insert(
+                labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+                dgd_name.clone(),
+            );
+            service_labels.insert(labels::DYNAMO_COMPONENT.to_string(), c.name.clone());
             if kube_discovery {
                 service_labels.insert(DISCOVERY_BACKEND_LABEL.into(), "kubernetes".into());
                 service_labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());

@@ -103,7 +103,7 @@ fn legacy_worker_selector() {
                 check: |pcs| {
                     let c = clique(pcs, "prefill");
                     assert_eq!(c.labels[labels::DYNAMO_COMPONENT_TYPE], "prefill");
-                    assert!(!c.labels.contains_key(labels::DYNAMO_SUB_COMPONENT_TYPE));
+                    assert_eq!(c.labels[labels::DYNAMO_SUB_COMPONENT_TYPE], "prefill");
                     assert_eq!(main_env(c, "DYN_COMPONENT").as_deref(), Some("prefill"));
                 },
             },
@@ -138,6 +138,175 @@ fn legacy_worker_selector() {
                 },
             },
         ],
+    );
+}
+
+/// Adds an EPP component to the graph.
+fn with_epp(dgd: &mut api::DynamoGraphDeployment) {
+    dgd.spec
+        .components
+        .push(component("Epp", ComponentType::Epp, &[]));
+}
+
+/// What a worker's pods carry (upstream `graph.go` `generateLabels` and `component_worker.go`):
+/// the sub-component-type label of prefill/decode (their v1alpha1 sub-type, over a pod template
+/// label of that name; from the pod template under the legacy worker rule), the
+/// component-class label `worker` on worker-class cliques of a graph with an EPP component
+/// (never without one, also under the legacy rule: upstream's non-EPP worker identity cases),
+/// and `DYN_FORWARDPASS_METRIC_PORT` on every worker-class main container.
+#[test]
+fn worker_identity_labels_and_forward_pass_port() {
+    /// (clique, component type, sub-component type, component class, FPM port)
+    type Want = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    );
+    struct Row {
+        name: &'static str,
+        setup: fn(&mut api::DynamoGraphDeployment) -> Option<PodCliqueSet>,
+        want: &'static [Want],
+    }
+    let rows = [
+        Row {
+            name: "no EPP component",
+            setup: |_| None,
+            want: &[
+                ("frontend", "frontend", None, None, None),
+                ("decode-ldr", "decode", Some("decode"), None, Some("20380")),
+                ("decode-wkr", "decode", Some("decode"), None, Some("20380")),
+                ("prefill", "prefill", Some("prefill"), None, Some("20380")),
+            ],
+        },
+        Row {
+            name: "with an EPP component",
+            setup: |g| {
+                with_epp(g);
+                None
+            },
+            want: &[
+                ("frontend", "frontend", None, None, None),
+                (
+                    "decode-ldr",
+                    "decode",
+                    Some("decode"),
+                    Some("worker"),
+                    Some("20380"),
+                ),
+                (
+                    "decode-wkr",
+                    "decode",
+                    Some("decode"),
+                    Some("worker"),
+                    Some("20380"),
+                ),
+                (
+                    "prefill",
+                    "prefill",
+                    Some("prefill"),
+                    Some("worker"),
+                    Some("20380"),
+                ),
+                ("epp", "epp", None, None, None),
+            ],
+        },
+        Row {
+            name: "an aggregated worker has no sub-type, and the class with an EPP component",
+            setup: |g| {
+                g.spec.components[2].r#type = Some(ComponentType::Worker);
+                with_epp(g);
+                None
+            },
+            want: &[("prefill", "worker", None, Some("worker"), Some("20380"))],
+        },
+        Row {
+            name: "the type wins over a pod template sub-type label",
+            setup: |g| {
+                let meta = g.spec.components[2]
+                    .pod_template
+                    .as_mut()
+                    .unwrap()
+                    .metadata
+                    .get_or_insert_with(Default::default);
+                meta.labels = Some(BTreeMap::from([(
+                    labels::DYNAMO_SUB_COMPONENT_TYPE.to_string(),
+                    "decode".to_string(),
+                )]));
+                None
+            },
+            want: &[("prefill", "prefill", Some("prefill"), None, Some("20380"))],
+        },
+        Row {
+            name: "legacy worker selectors without an EPP component: no class",
+            setup: |_| {
+                let mut existing = rendered();
+                for name in ["prefill", "decode-ldr", "decode-wkr"] {
+                    let c = clique_mut(&mut existing, name);
+                    c.labels
+                        .insert(labels::DYNAMO_COMPONENT_TYPE.into(), "worker".into());
+                    c.labels.remove(labels::DYNAMO_SUB_COMPONENT_TYPE);
+                }
+                Some(existing)
+            },
+            want: &[
+                ("decode-ldr", "worker", Some("decode"), None, Some("20380")),
+                ("decode-wkr", "worker", Some("decode"), None, Some("20380")),
+                ("prefill", "worker", Some("prefill"), None, Some("20380")),
+            ],
+        },
+    ];
+    for row in rows {
+        let mut dgd = graph();
+        let existing = (row.setup)(&mut dgd);
+        let pcs = Fixture::default()
+            .render(&dgd, existing.as_ref())
+            .unwrap_or_else(|e| panic!("{}: {e}", row.name));
+        for (name, type_, sub, class, fpm) in row.want {
+            let at = format!("{}: {name}", row.name);
+            let c = clique(&pcs, name);
+            let get = |k: &str| c.labels.get(k).map(String::as_str);
+            assert_eq!(get(labels::DYNAMO_COMPONENT_TYPE), Some(*type_), "{at}");
+            assert_eq!(get(labels::DYNAMO_SUB_COMPONENT_TYPE), *sub, "{at}");
+            assert_eq!(get(labels::DYNAMO_COMPONENT_CLASS), *class, "{at}");
+            assert_eq!(
+                main_env(c, labels::ENV_FORWARDPASS_METRIC_PORT).as_deref(),
+                *fpm,
+                "{at}"
+            );
+            assert!(
+                !c.spec.pod_spec.containers[0]
+                    .ports
+                    .iter()
+                    .flatten()
+                    .any(|p| p.container_port == labels::FORWARDPASS_METRIC_BASE_PORT),
+                "{at}: no container port"
+            );
+        }
+    }
+    // A user value of the forward-pass port wins.
+    let mut dgd = graph();
+    dgd.spec.components[2]
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
+        name: labels::ENV_FORWARDPASS_METRIC_PORT.into(),
+        value: Some("23456".into()),
+        value_from: None,
+    }]);
+    assert_eq!(
+        main_env(
+            clique(&fresh(&dgd), "prefill"),
+            labels::ENV_FORWARDPASS_METRIC_PORT
+        )
+        .as_deref(),
+        Some("23456")
     );
 }
 
@@ -766,6 +935,50 @@ fn services_follow_the_rendered_cliques() {
         "worker"
     );
     assert_eq!(prefill.ports.as_ref().unwrap()[0].port, 9090);
+    // Service labels as upstream's: the graph's and the pod template's labels (the legacy rule
+    // adds the sub-component type there), the discovery labels, and ours (graph, component); no
+    // component-type, component-class or Dynamo namespace label.
+    for (service, sub) in [(&services[1], None), (&services[2], Some("prefill"))] {
+        let l = service.metadata.labels.as_ref().unwrap();
+        let at = service.metadata.name.clone().unwrap();
+        assert_eq!(
+            l.get(labels::DYNAMO_SUB_COMPONENT_TYPE).map(String::as_str),
+            sub,
+            "{at}"
+        );
+        for key in [
+            labels::DYNAMO_COMPONENT_TYPE,
+            labels::DYNAMO_COMPONENT_CLASS,
+            labels::DYNAMO_NAMESPACE,
+            labels::DYNAMO_WORKER_HASH,
+        ] {
+            assert!(!l.contains_key(key), "{at}: {key}");
+        }
+        assert_eq!(l[labels::DYNAMO_GRAPH_DEPLOYMENT_NAME], "g", "{at}");
+        assert_eq!(l["nvidia.com/dynamo-discovery-enabled"], "true", "{at}");
+    }
+    assert_eq!(
+        services[1].metadata.labels.as_ref().unwrap()[labels::DYNAMO_COMPONENT],
+        "decode"
+    );
+    let mut labelled = graph();
+    labelled.spec.labels = BTreeMap::from([("team".to_string(), "a".to_string())]);
+    with_epp(&mut labelled);
+    labelled.spec.components[2]
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        labels: Some(BTreeMap::from([("tier".to_string(), "gpu".to_string())])),
+        ..Default::default()
+    });
+    let pcs = fresh(&labelled);
+    let services = grove_render::services::services(&labelled, &pcs);
+    let prefill = services[2].metadata.labels.as_ref().unwrap();
+    assert_eq!(prefill["team"], "a");
+    assert_eq!(prefill["tier"], "gpu");
+    assert!(!prefill.contains_key(labels::DYNAMO_COMPONENT_CLASS));
+    assert!(!prefill.contains_key(labels::DYNAMO_SUB_COMPONENT_TYPE));
     // Without Kubernetes discovery only the frontend has one.
     let mut etcd = graph();
     etcd.metadata.annotations = Some(BTreeMap::from([(
