@@ -234,6 +234,16 @@ impl Double {
             .collect()
     }
 
+    /// Every stored object as JSON, sorted by apiVersion, kind, namespace and name.
+    pub fn all(&self) -> Vec<Value> {
+        self.lock().objects.values().cloned().collect()
+    }
+
+    /// The cluster-wide revision: it moves with every persisted change.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
+    }
+
     /// Every successful write so far, in order, including no-ops.
     pub fn writes(&self) -> Vec<Write> {
         self.lock().writes.clone()

@@ -25,6 +25,10 @@ pub enum Command {
     /// Print the event→action map: every watch, what changes trigger work, which object is
     /// reconciled.
     Triggers,
+    /// Print every object the operator would write for a graph, offline (no cluster): the
+    /// operator's own reconcilers run against an in-memory API server. `--namespace` sets the
+    /// graph's namespace when the manifest has none.
+    Render(crate::render::RenderArgs),
 }
 
 /// Log output format.

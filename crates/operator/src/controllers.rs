@@ -361,24 +361,11 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
-    let component = component_program::ComponentProgram::new(
-        reader.clone(),
-        writer.clone(),
-        component_program::ComponentConfig {
-            leader_worker_sets: w.served.leader_worker_sets,
-            ..Default::default()
-        },
-    );
-    let grove = grove_program::GroveProgram::new(
-        reader.clone(),
-        writer.clone(),
-        grove_program::GroveConfig::default(),
-    );
-    let root = root::Root::new(
+    let root = root(
+        reader,
         writer,
-        Arc::new(component),
-        Arc::new(grove),
-        root::ServedApis::new(w.served.pod_clique_sets),
+        w.served.leader_worker_sets,
+        w.served.pod_clique_sets,
     );
 
     // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
@@ -418,6 +405,34 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             ctx,
         )
         .boxed())
+}
+
+/// The composition root with both programs, as the DGD controller runs it (and `render`).
+pub fn root(
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+    leader_worker_sets: bool,
+    pod_clique_sets: bool,
+) -> root::Root {
+    let component = component_program::ComponentProgram::new(
+        reader.clone(),
+        writer.clone(),
+        component_program::ComponentConfig {
+            leader_worker_sets,
+            ..Default::default()
+        },
+    );
+    let grove = grove_program::GroveProgram::new(
+        reader,
+        writer.clone(),
+        grove_program::GroveConfig::default(),
+    );
+    root::Root::new(
+        writer,
+        Arc::new(component),
+        Arc::new(grove),
+        root::ServedApis::new(pod_clique_sets),
+    )
 }
 
 fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {

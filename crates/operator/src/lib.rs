@@ -22,6 +22,7 @@ pub mod admin;
 pub mod cli;
 pub mod controllers;
 pub mod metrics;
+pub mod render;
 pub mod telemetry;
 pub mod triggers;
 pub mod webhook;

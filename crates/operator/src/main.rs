@@ -18,6 +18,22 @@ fn main() -> std::process::ExitCode {
             print!("{}", operator::triggers::markdown());
             std::process::ExitCode::SUCCESS
         }
+        Command::Render(args) => {
+            let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+            match runtime.block_on(operator::render::render(
+                &args,
+                cli.run.namespace.as_deref(),
+            )) {
+                Ok(text) => {
+                    print!("{text}");
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    eprintln!("error: {error:#}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run => {
             telemetry::init(cli.run.log_format, &cli.run.log);
             let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
