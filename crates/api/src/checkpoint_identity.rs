@@ -10,10 +10,8 @@
 //!    out when empty);
 //! 3. SHA-256 of those bytes, the first [`IDENTITY_HASH_LEN`] hex characters (lowercase).
 //!
-//! Go's encoder escapes `<`, `>`, `&`, U+2028 and U+2029 in strings; so does this one, so the
-//! bytes hashed are the same for every input.
-
-use std::fmt::Write as _;
+//! The bytes are Go's `encoding/json` output ([`crate::gojson`]: its string escaping included),
+//! so they are the same as upstream's for every input.
 
 use sha2::{Digest, Sha256};
 
@@ -30,73 +28,17 @@ pub fn identity_hash(identity: &DynamoCheckpointIdentity) -> String {
     hex
 }
 
-/// The canonical JSON the identity hash is computed over.
+/// The canonical JSON the identity hash is computed over: Go's encoding of upstream's identity
+/// struct ([`crate::gojson`]), after normalizing the parallel sizes.
 pub fn canonical_json(identity: &DynamoCheckpointIdentity) -> String {
     let parallel = |size: Option<i32>| match size {
         None | Some(0) => 1,
         Some(n) => n,
     };
-    let mut out = String::with_capacity(160);
-    out.push_str("{\"model\":");
-    string(&mut out, &identity.model);
-    out.push_str(",\"backendFramework\":");
-    string(&mut out, identity.backend_framework.as_str());
-    if let Some(version) = identity.dynamo_version.as_deref().filter(|v| !v.is_empty()) {
-        out.push_str(",\"dynamoVersion\":");
-        string(&mut out, version);
-    }
-    let _ = write!(
-        out,
-        ",\"tensorParallelSize\":{},\"pipelineParallelSize\":{}",
-        parallel(identity.tensor_parallel_size),
-        parallel(identity.pipeline_parallel_size)
-    );
-    if let Some(dtype) = identity.dtype.as_deref().filter(|d| !d.is_empty()) {
-        out.push_str(",\"dtype\":");
-        string(&mut out, dtype);
-    }
-    if let Some(len) = identity.max_model_len.filter(|l| *l != 0) {
-        let _ = write!(out, ",\"maxModelLen\":{len}");
-    }
-    if !identity.extra_parameters.is_empty() {
-        out.push_str(",\"extraParameters\":{");
-        // BTreeMap iterates in byte order of the keys, the order Go sorts map keys in.
-        for (i, (key, value)) in identity.extra_parameters.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            string(&mut out, key);
-            out.push(':');
-            string(&mut out, value);
-        }
-        out.push('}');
-    }
-    out.push('}');
-    out
-}
-
-/// A JSON string as Go's `encoding/json` writes it (HTML-safe escaping).
-fn string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    let mut value = serde_json::to_value(identity).expect("an identity serializes");
+    value["tensorParallelSize"] = parallel(identity.tensor_parallel_size).into();
+    value["pipelineParallelSize"] = parallel(identity.pipeline_parallel_size).into();
+    crate::gojson::encode("struct:DynamoCheckpointIdentity", &value)
 }
 
 #[cfg(test)]
