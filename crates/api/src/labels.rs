@@ -94,6 +94,26 @@ pub const EPP_SERVICE_ACCOUNT: &str = "epp-serviceaccount";
 /// Dynamo namespace of components with `globalDynamoNamespace`.
 pub const GLOBAL_DYNAMO_NAMESPACE: &str = "dynamo";
 
+/// Label (controller): on the pods of a component with `modelRef`, [`base_model_hash`] of the
+/// base model's name; the headless model Service selects it.
+pub const DYNAMO_BASE_MODEL_HASH: &str = "nvidia.com/dynamo-base-model-hash";
+/// Annotation (controller): on the pods of a component with `modelRef`, the base model's name
+/// as written (the label carries only its hash).
+pub const DYNAMO_BASE_MODEL: &str = "nvidia.com/dynamo-base-model";
+
+/// The label value identifying a base model: the first 8 hex digits of SHA-256 of its name (a
+/// valid label value whatever the name's length and characters), as upstream computes it.
+pub fn base_model_hash(name: &str) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(name.as_bytes()))[..8].to_string()
+}
+
+/// The base model of a component with a non-empty `modelRef`: its label and annotation.
+pub fn base_model(model_ref: Option<&crate::common::ModelReference>) -> Option<(String, String)> {
+    let model = model_ref.filter(|m| !m.name.is_empty())?;
+    Some((base_model_hash(&model.name), model.name.clone()))
+}
+
 /// The Dynamo runtime namespace of a component: `{namespace}-{dgd name, dots replaced by '-'}`,
 /// or [`GLOBAL_DYNAMO_NAMESPACE`].
 pub fn dynamo_namespace(global: bool, k8s_namespace: &str, dgd_name: &str) -> String {

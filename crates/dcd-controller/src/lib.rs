@@ -85,7 +85,9 @@
 //! `nvidia.com/dynamo-graph-deployment-name`, `nvidia.com/dynamo-component-type`,
 //! `nvidia.com/metrics-enabled: "true"` (unless `nvidia.com/enable-metrics: "false"`), and with
 //! Kubernetes discovery `nvidia.com/dynamo-discovery-backend: kubernetes`,
-//! `nvidia.com/dynamo-discovery-enabled: "true"`. Pod spec: `terminationGracePeriodSeconds: 60`,
+//! `nvidia.com/dynamo-discovery-enabled: "true"`; with `modelRef`, the label
+//! `nvidia.com/dynamo-base-model-hash` (8 hex digits of SHA-256 of the model name) and the
+//! annotation `nvidia.com/dynamo-base-model` (the name), on pods only. Pod spec: `terminationGracePeriodSeconds: 60`,
 //! `restartPolicy: Always`, `securityContext.fsGroup: 1000` unless the user sets a security
 //! context, ServiceAccount `planner-serviceaccount` for planners, else
 //! `<dgd>-k8s-service-discovery` with Kubernetes discovery, else `default`; the user's pod spec
@@ -128,8 +130,8 @@
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
 //! credentials, ingress and Istio VirtualService, a ServiceAccount chosen by the
-//! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef` and the
-//! base-model label, `compilationCache`, `frontendSidecar`, `dynamoSidecar`, GPU memory service
+//! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef`,
+//! `compilationCache`, `frontendSidecar`, `dynamoSidecar`, GPU memory service
 //! and failover, checkpoint restore, EPP-specific defaults, runtime-version-gated defaults
 //! (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from runtime 1.6, canary health
 //! checks from 1.5: the conformance images are older), backend-specific multinode wiring

@@ -540,10 +540,15 @@ pub(crate) fn pod_template(
     if let Some(role) = role.label() {
         labels.insert(ROLE_LABEL.into(), role.into());
     }
+    let mut annotations = id.annotations.clone();
+    if let Some((hash, name)) = labels::base_model(dcd.spec.component.model_ref.as_ref()) {
+        labels.insert(labels::DYNAMO_BASE_MODEL_HASH.into(), hash);
+        annotations.insert(labels::DYNAMO_BASE_MODEL.into(), name);
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: non_empty(labels),
-            annotations: non_empty(id.annotations.clone()),
+            annotations: non_empty(annotations),
             ..Default::default()
         }),
         spec: Some(pod_spec(dcd, id)),

@@ -1377,3 +1377,73 @@ fn intstr_knobs() {
     assert_eq!(int_or_string("3"), IntOrString::Int(3));
     assert_eq!(int_or_string("30%"), IntOrString::String("30%".into()));
 }
+
+/// A component with `modelRef` gets the base model's hash as a pod label and its name as a pod
+/// annotation (upstream's `AddBaseModelLabel` / `AddBaseModelAnnotation`); the Deployment and
+/// the component Service do not carry them. No `modelRef`, or an empty name: neither.
+#[test]
+fn base_model_label_and_annotation_on_pods() {
+    let rows = [
+        (
+            "vllm-agg.yaml",
+            "VllmDecodeWorker",
+            Some("Qwen/Qwen3-0.6B"),
+            Some("fb68f5a6"),
+        ),
+        (
+            "vllm-disagg.yaml",
+            "VllmPrefillWorker",
+            Some("llama-3-70b-instruct-v1"),
+            Some("c21c2fb2"),
+        ),
+        (
+            "sglang-disagg-multinode.yaml",
+            "decode",
+            Some("Qwen/Qwen3-0.6B"),
+            Some("fb68f5a6"),
+        ),
+        ("vllm-agg.yaml", "VllmDecodeWorker", Some(""), None),
+        ("vllm-agg.yaml", "VllmDecodeWorker", None, None),
+    ];
+    for (file, component, model, hash) in rows {
+        let at = format!("{file} {component} {model:?}");
+        let mut dcd = conformance_dcd("v1beta1", file, component);
+        dcd.spec.component.model_ref = model.map(|name| api::common::ModelReference {
+            name: name.into(),
+            revision: None,
+        });
+        for t in templates(&dcd) {
+            let meta = t.metadata.unwrap();
+            let label = meta
+                .labels
+                .unwrap()
+                .get(labels::DYNAMO_BASE_MODEL_HASH)
+                .cloned();
+            assert_eq!(label.as_deref(), hash, "{at}");
+            let annotation = meta
+                .annotations
+                .unwrap_or_default()
+                .get(labels::DYNAMO_BASE_MODEL)
+                .cloned();
+            assert_eq!(
+                annotation.as_deref(),
+                model.filter(|_| hash.is_some()),
+                "{at}"
+            );
+        }
+        let r = render(&dcd);
+        let workload = match &r.workload {
+            Workload::Deployment(d) => d.metadata.labels.clone().unwrap(),
+            Workload::LeaderWorkerSet(l) => l.metadata.labels.clone().unwrap(),
+        };
+        assert!(
+            !workload.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
+            "{at}"
+        );
+        let service = r.service.unwrap().metadata.labels.unwrap();
+        assert!(
+            !service.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
+            "{at}"
+        );
+    }
+}

@@ -13,7 +13,6 @@ use api::v1beta1::{ProviderOverride, ROLE_LEADER, ROLE_WORKER, SpecTopologyConst
 use api::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::compat;
 use crate::names::{self, Role};
@@ -24,7 +23,6 @@ use crate::{Inputs, RenderError};
 /// `OnDelete` (Grove's values).
 pub const GROVE_UPDATE_STRATEGY: &str = "nvidia.com/grove-update-strategy";
 /// Label (controller, clique): hash of the served model name (first 8 hex digits of SHA-256).
-pub const BASE_MODEL_HASH_LABEL: &str = "nvidia.com/dynamo-base-model-hash";
 /// Label (controller, clique): metrics scraping enabled.
 pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
 /// Label (controller, clique): the discovery backend, `kubernetes`.
@@ -440,6 +438,9 @@ fn clique_annotations(
         annotations.extend(alpha.annotations.clone());
     }
     annotations.extend(template);
+    if let Some((_, name)) = labels::base_model(component.model_ref.as_ref()) {
+        annotations.insert(labels::DYNAMO_BASE_MODEL.to_string(), name);
+    }
     for key in [
         TOPOLOGY_LABEL_KEY_ANNOTATION,
         TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
@@ -525,9 +526,8 @@ fn clique_labels(
     );
 
     let mut result = system.clone();
-    if let Some(model) = component.model_ref.as_ref().filter(|m| !m.name.is_empty()) {
-        let digest = hex::encode(Sha256::digest(model.name.as_bytes()));
-        result.insert(BASE_MODEL_HASH_LABEL.to_string(), digest[..8].to_string());
+    if let Some((hash, _)) = labels::base_model(component.model_ref.as_ref()) {
+        result.insert(labels::DYNAMO_BASE_MODEL_HASH.to_string(), hash);
     }
     if annotations.get(labels::ENABLE_METRICS).map(String::as_str) != Some("false") {
         result.insert(METRICS_ENABLED_LABEL.to_string(), "true".to_string());

@@ -993,3 +993,60 @@ fn services_follow_the_rendered_cliques() {
         8000
     );
 }
+
+/// A component with `modelRef` gets the base model's hash label and name annotation on its
+/// cliques (both cliques of a multinode component); others get neither, nor does an empty name.
+#[test]
+fn base_model_label_and_annotation() {
+    let rows: [(&str, Option<&str>, &[(&str, Option<&str>)]); 3] = [
+        (
+            "decode",
+            Some("Qwen/Qwen3-0.6B"),
+            &[
+                ("decode-ldr", Some("fb68f5a6")),
+                ("decode-wkr", Some("fb68f5a6")),
+                ("prefill", None),
+                ("frontend", None),
+            ],
+        ),
+        (
+            "prefill",
+            Some("llama-3-70b-instruct-v1"),
+            &[("prefill", Some("c21c2fb2"))],
+        ),
+        ("prefill", Some(""), &[("prefill", None)]),
+    ];
+    for (component, model, want) in rows {
+        let mut dgd = graph();
+        let c = dgd
+            .spec
+            .components
+            .iter_mut()
+            .find(|c| c.name == component)
+            .unwrap();
+        c.model_ref = model.map(|name| api::common::ModelReference {
+            name: name.into(),
+            revision: None,
+        });
+        let pcs = fresh(&dgd);
+        for (clique_name, hash) in want {
+            let at = format!("{component} {model:?}: {clique_name}");
+            let c = clique(&pcs, clique_name);
+            let label = c
+                .labels
+                .get(labels::DYNAMO_BASE_MODEL_HASH)
+                .map(String::as_str);
+            assert_eq!(label, *hash, "{at}");
+            let annotation = c
+                .annotations
+                .get(labels::DYNAMO_BASE_MODEL)
+                .map(String::as_str);
+            let expected = if clique_name.starts_with(component) {
+                model
+            } else {
+                None
+            };
+            assert_eq!(annotation, expected.filter(|_| hash.is_some()), "{at}");
+        }
+    }
+}
