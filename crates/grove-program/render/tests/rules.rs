@@ -998,7 +998,13 @@ fn services_follow_the_rendered_cliques() {
 /// cliques (both cliques of a multinode component); others get neither, nor does an empty name.
 #[test]
 fn base_model_label_and_annotation() {
-    let rows: [(&str, Option<&str>, &[(&str, Option<&str>)]); 3] = [
+    /// (component, its model name, (clique, expected hash label) pairs)
+    type Row = (
+        &'static str,
+        Option<&'static str>,
+        &'static [(&'static str, Option<&'static str>)],
+    );
+    let rows: [Row; 3] = [
         (
             "decode",
             Some("Qwen/Qwen3-0.6B"),
