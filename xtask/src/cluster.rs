@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use kube::discovery::{Discovery, Scope};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -159,4 +159,18 @@ pub async fn install_deploy(
     cp.install_crd_files(&crds).await?;
     server_side_apply(&cp.client(), &objects).await?;
     Ok(crds.len() + objects.len())
+}
+
+/// The DynamoGraphDeployment resource in `version` (`v1beta1`, `v1alpha1`).
+pub fn dgd_resource(version: &str) -> ApiResource {
+    ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        api::GROUP,
+        version,
+        "DynamoGraphDeployment",
+    ))
+}
+
+/// The v1beta1 DynamoGraphDeployments of `namespace`, as dynamic objects.
+pub fn dgds(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &dgd_resource("v1beta1"))
 }

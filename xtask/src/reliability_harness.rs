@@ -553,13 +553,7 @@ pub fn yaml_value(path: &Path) -> anyhow::Result<Value> {
     Ok(serde_yaml::from_str(&text)?)
 }
 
-pub fn dgd_resource(version: &str) -> ApiResource {
-    ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        api::GROUP,
-        version,
-        "DynamoGraphDeployment",
-    ))
-}
+pub use crate::cluster::dgd_resource;
 
 /// A graph from a template: name, namespace and the template label set.
 pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Value {

@@ -12,7 +12,6 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::discovery::ApiResource;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -103,7 +102,7 @@ pub async fn run(
     plan: Plan,
     graph: impl Fn(usize, usize) -> Value,
 ) -> anyhow::Result<Soak> {
-    let graphs = dgds(client, namespace);
+    let graphs = crate::cluster::dgds(client, namespace);
     quiet(pid).await;
     let mut soak = Soak {
         graphs_per_cycle: plan.graphs,
@@ -158,15 +157,6 @@ pub async fn run(
     Ok(soak)
 }
 
-fn dgds(client: &Client, namespace: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-        api::GROUP,
-        "v1beta1",
-        "DynamoGraphDeployment",
-    ));
-    Api::namespaced_with(client.clone(), namespace, &ar)
-}
-
 async fn apply(graphs: &Api<DynamicObject>, manifest: Value) -> anyhow::Result<()> {
     let name = manifest["metadata"]["name"]
         .as_str()
@@ -218,7 +208,7 @@ async fn nothing_left(client: &Client, namespace: &str) -> anyhow::Result<bool> 
             .items
             .is_empty())
     }
-    Ok(dgds(client, namespace)
+    Ok(crate::cluster::dgds(client, namespace)
         .list_metadata(&ListParams::default().limit(1))
         .await?
         .items

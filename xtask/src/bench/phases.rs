@@ -92,12 +92,7 @@ impl<'a> Session<'a> {
     }
 
     fn dgds(&self) -> Api<DynamicObject> {
-        let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-            api::GROUP,
-            "v1beta1",
-            "DynamoGraphDeployment",
-        ));
-        Api::namespaced_with(self.client.clone(), &self.namespace, &ar)
+        crate::cluster::dgds(&self.client, &self.namespace)
     }
 
     /// CPU seconds of every watched process now.
