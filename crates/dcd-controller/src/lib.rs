@@ -87,16 +87,16 @@
 //! Kubernetes discovery `nvidia.com/dynamo-discovery-backend: kubernetes`,
 //! `nvidia.com/dynamo-discovery-enabled: "true"`; with `modelRef`, the label
 //! `nvidia.com/dynamo-base-model-hash` (8 hex digits of SHA-256 of the model name) and the
-//! annotation `nvidia.com/dynamo-base-model` (the name), on pods only. Pod spec: `terminationGracePeriodSeconds: 60`,
-//! `restartPolicy: Always`, `securityContext.fsGroup: 1000` unless the user sets a security
-//! context, ServiceAccount `planner-serviceaccount` for planners, else
-//! `<dgd>-k8s-service-discovery` with Kubernetes discovery, else `default`; the user's pod spec
-//! wins field by field. The `main` container is the operator default for the component type
-//! with the user's `main` merged over it: every field the user sets wins (command and args are
-//! kept from the user, lists replace lists, a user probe replaces the default probe), env vars
-//! merge by name (user wins) sorted by name; other containers are sidecars, kept as written.
-//! `/dev/shm`: volume `shared-memory` (emptyDir, medium Memory, size `sharedMemorySize` or 8Gi;
-//! none when it is `0`) mounted on `main`.
+//! annotation `nvidia.com/dynamo-base-model` (the name), on pods only. Pod spec:
+//! `terminationGracePeriodSeconds: 60`, `restartPolicy: Always`, `securityContext.fsGroup: 1000`
+//! unless the user sets a security context, ServiceAccount `planner-serviceaccount` for planners,
+//! else `<dgd>-k8s-service-discovery` with Kubernetes discovery, else `default`; the user's pod
+//! spec wins field by field. The `main` container is the operator default for the component type
+//! with the user's `main` merged over it: every field the user sets wins (command and args are kept
+//! from the user, lists replace lists, a user probe replaces the default probe), env vars merge by
+//! name (user wins) sorted by name; other containers are sidecars, kept as written. `/dev/shm`:
+//! volume `shared-memory` (emptyDir, medium Memory, size `sharedMemorySize` or 8Gi; none when it is
+//! `0`) mounted on `main`.
 //!
 //! | type | command / args | ports | probes | env (besides the common env) |
 //! | --- | --- | --- | --- | --- |

@@ -87,8 +87,8 @@ pub async fn render(args: &RenderArgs, namespace: Option<&str>) -> anyhow::Resul
     }
     if let Some(provider) = args.provider {
         let value = match provider {
-            Provider::Component => "component",
-            Provider::Grove => "grove",
+            Provider::Component => api::labels::PROVIDER_COMPONENT,
+            Provider::Grove => api::labels::PROVIDER_GROVE,
         };
         dgd.metadata
             .annotations

@@ -9,7 +9,7 @@
 //! types and options.
 //!
 //! - `core.json`: the Kubernetes types reachable from `PodTemplateSpec` and `EnvVar`, generated
-//!   from the Go types by `cargo xtask golayout` (k8s.io/api v0.34.3, the version upstream's
+//!   from the Go types by `go run .` in `xtask/golayout` (k8s.io/api v0.34.3, the version upstream's
 //!   operator builds with).
 //! - `dynamo.json`: upstream's own types inside the hash input, written from their Go
 //!   declarations.
@@ -25,8 +25,6 @@ use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde_json::Value;
-
-pub use quantity::canonical as canonical_quantity;
 
 const CORE: &str = include_str!("core.json");
 const DYNAMO: &str = include_str!("dynamo.json");
