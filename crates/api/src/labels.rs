@@ -66,6 +66,16 @@ pub const KAI_SCHEDULER_QUEUE: &str = "nvidia.com/kai-scheduler-queue";
 pub const VLLM_DISTRIBUTED_EXECUTOR_BACKEND: &str = "nvidia.com/vllm-distributed-executor-backend";
 /// Annotation (user): enable metrics scraping.
 pub const ENABLE_METRICS: &str = "nvidia.com/enable-metrics";
+/// Label (controller, pods): metrics scraping enabled (`"true"` unless
+/// [`ENABLE_METRICS`] is `"false"`).
+pub const METRICS_ENABLED: &str = "nvidia.com/metrics-enabled";
+/// Label (controller, pods and Services): Kubernetes discovery enabled, `"true"` (beside
+/// [`DYNAMO_DISCOVERY_BACKEND`] `kubernetes` as a label).
+pub const DYNAMO_DISCOVERY_ENABLED: &str = "nvidia.com/dynamo-discovery-enabled";
+/// Annotation (controller, pods): node label key the topology controller copies to pods.
+pub const TOPOLOGY_LABEL_KEY: &str = "nvidia.com/topology-label-key";
+/// Annotation (controller, pods): the Grove ClusterTopology the topology controller reads.
+pub const TOPOLOGY_CLUSTER_TOPOLOGY_NAME: &str = "nvidia.com/topology-cluster-topology-name";
 /// Annotation (defaulting webhook): operator version that admitted the object.
 pub const DYNAMO_OPERATOR_ORIGIN_VERSION: &str = "nvidia.com/dynamo-operator-origin-version";
 

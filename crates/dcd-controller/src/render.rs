@@ -1,84 +1,44 @@
 //! Rendering: a DynamoComponentDeployment to the objects it wants. Pure: no client, no I/O, same
 //! input ⇒ same output.
 //!
-//! The layering follows upstream's `GenerateBasePodSpec`: operator defaults for the component
-//! type, then the user's `main` container merged over them (user values win), then the pod-level
-//! defaults under the user's pod spec, then the `/dev/shm` volume. See the crate docs for the
-//! complete list of what is rendered.
+//! The pod spec is the one both pathways render ([`pod_render::pod_spec`]: operator defaults
+//! for the component type, the user's `main` container over them, pod-level defaults under the
+//! user's pod spec, `/dev/shm`); this module adds the pod template's labels and annotations,
+//! the workload around it and the Service. See the crate docs for the complete list.
 
 use std::collections::BTreeMap;
 
 use api::DynamoComponentDeployment;
 use api::labels;
-use api::v1beta1::{ComponentType, MAIN_CONTAINER_NAME};
+use api::v1beta1::ComponentType;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, HTTPGetAction,
-    ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, Service, ServicePort,
-    ServiceSpec, Volume, VolumeMount,
+    Container, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
+use pod_render::{HTTP_PORT, HTTP_PORT_NAME, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME};
 use serde_json::{Value, json};
 
 // --- names and values that are part of the compatibility contract ---------------------------
 
-/// Port of the frontend's HTTP server (`DYNAMO_PORT`, `DYN_HTTP_PORT`, Service port `http`).
-pub const HTTP_PORT: i32 = 8000;
-/// Port name of the frontend's HTTP server.
-pub const HTTP_PORT_NAME: &str = "http";
-/// Port of the Dynamo system server (health endpoints) on workers and the planner.
-pub const SYSTEM_PORT: i32 = 9090;
-/// Port name of the Dynamo system server.
-pub const SYSTEM_PORT_NAME: &str = "system";
-/// Port of the NIXL telemetry exporter on workers.
-pub const NIXL_PORT: i32 = 19090;
-/// Port name of the NIXL telemetry exporter.
-pub const NIXL_PORT_NAME: &str = "nixl";
-/// Port of the planner's Prometheus metrics.
-pub const PLANNER_METRICS_PORT: i32 = 9085;
-/// Port name of the planner's metrics.
-pub const METRICS_PORT_NAME: &str = "metrics";
 /// gRPC port of an EPP component's Service.
 pub const EPP_GRPC_PORT: i32 = 9002;
 /// Port name of an EPP component's gRPC port.
 pub const EPP_GRPC_PORT_NAME: &str = "grpc";
 
-/// Name of the `/dev/shm` volume.
-pub const SHARED_MEMORY_VOLUME: &str = "shared-memory";
-/// Mount path of the shared memory volume.
-pub const SHARED_MEMORY_MOUNT_PATH: &str = "/dev/shm";
-/// Size of `/dev/shm` when `sharedMemorySize` is unset.
-pub const DEFAULT_SHARED_MEMORY_SIZE: &str = "8Gi";
-/// `fsGroup` set when the user gives no pod security context.
-pub const DEFAULT_FS_GROUP: i64 = 1000;
-/// `terminationGracePeriodSeconds` unless the user sets one.
-pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
-/// ServiceAccount of pods that name none and get no discovery account.
-pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 /// Rolling-update `maxSurge` and `maxUnavailable` unless the annotations set them.
 pub const DEFAULT_ROLLING_UPDATE: &str = "25%";
 /// Resource name of NVIDIA GPUs.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
-/// Label (controller, pod): metrics scraping enabled (absent when `nvidia.com/enable-metrics`
-/// is `"false"`).
-pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
-/// Label (controller, pod and Service): the discovery backend, `kubernetes`.
-pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
-/// Label (controller, pod and Service): Kubernetes discovery enabled, `"true"`.
-pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
 /// Label (controller, LWS pods): `leader` or `worker`; multinode Services select `leader`.
 pub const ROLE_LABEL: &str = "role";
-/// Annotation (DCD or pod template): node label key the topology controller copies to pods.
-pub const TOPOLOGY_LABEL_KEY_ANNOTATION: &str = "nvidia.com/topology-label-key";
-/// Annotation (DCD or pod template): Grove ClusterTopology the topology controller reads.
-pub const TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION: &str = "nvidia.com/topology-cluster-topology-name";
 /// Discovery backend value that enables Kubernetes discovery (the operator default).
 pub const DISCOVERY_KUBERNETES: &str = "kubernetes";
 /// Discovery backend value that selects etcd discovery.
@@ -299,8 +259,8 @@ impl Identity {
         let mut annotations = pod_template_annotations(dcd);
         annotations.remove(labels::DYNAMO_OPERATOR_ORIGIN_VERSION);
         for key in [
-            TOPOLOGY_LABEL_KEY_ANNOTATION,
-            TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
+            labels::TOPOLOGY_LABEL_KEY,
+            labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME,
         ] {
             annotations.remove(key);
             if let Some(v) = own_annotations.get(key).filter(|v| !v.is_empty()) {
@@ -519,7 +479,7 @@ pub(crate) fn pod_template(
         .map(String::as_str)
         != Some("false")
     {
-        labels.insert(METRICS_ENABLED_LABEL.into(), "true".into());
+        labels.insert(labels::METRICS_ENABLED.into(), "true".into());
     }
     if let Some(graph) = &id.graph {
         labels.insert(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(), graph.clone());
@@ -534,8 +494,11 @@ pub(crate) fn pod_template(
     labels.insert(labels::DYNAMO_NAMESPACE.into(), id.dynamo_namespace.clone());
     labels.insert(labels::SELECTOR.into(), id.name.clone());
     if id.kube_discovery() {
-        labels.insert(DISCOVERY_BACKEND_LABEL.into(), DISCOVERY_KUBERNETES.into());
-        labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());
+        labels.insert(
+            labels::DYNAMO_DISCOVERY_BACKEND.into(),
+            DISCOVERY_KUBERNETES.into(),
+        );
+        labels.insert(labels::DYNAMO_DISCOVERY_ENABLED.into(), "true".into());
     }
     if let Some(role) = role.label() {
         labels.insert(ROLE_LABEL.into(), role.into());
@@ -556,332 +519,19 @@ pub(crate) fn pod_template(
 }
 
 fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity) -> PodSpec {
-    let component = &dcd.spec.component;
-    let user_template = component.pod_template.as_ref();
-    let user_spec = user_template.and_then(|t| t.spec.as_ref());
-    let user_main =
-        user_spec.and_then(|s| s.containers.iter().find(|c| c.name == MAIN_CONTAINER_NAME));
-    let sidecars: Vec<Container> = user_spec
-        .map(|s| {
-            s.containers
-                .iter()
-                .filter(|c| c.name != MAIN_CONTAINER_NAME)
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-
-    let mut main = merge_container(base_container(id), user_main);
-
-    let base = PodSpec {
-        termination_grace_period_seconds: Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
-        restart_policy: Some("Always".into()),
-        service_account_name: (id.spec_type == Some(ComponentType::Planner))
-            .then(|| labels::PLANNER_SERVICE_ACCOUNT.to_string()),
-        ..Default::default()
-    };
-    let mut spec = match user_spec {
-        Some(user) => {
-            let mut user = serde_json::to_value(user).expect("pod specs serialize");
-            if let Some(object) = user.as_object_mut() {
-                object.remove("containers");
-            }
-            let mut merged = serde_json::to_value(&base).expect("pod specs serialize");
-            merge(&mut merged, &user);
-            serde_json::from_value(merged).expect("a merged pod spec deserializes")
-        }
-        None => base,
-    };
-    if user_spec
-        .and_then(|s| s.security_context.as_ref())
-        .is_none()
-    {
-        spec.security_context = Some(PodSecurityContext {
-            fs_group: Some(DEFAULT_FS_GROUP),
-            ..Default::default()
-        });
-    }
-    let unnamed = |s: &PodSpec| s.service_account_name.as_deref().is_none_or(str::is_empty);
-    if id.kube_discovery()
-        && unnamed(&spec)
-        && let Some(graph) = &id.graph
-    {
-        spec.service_account_name = Some(discovery_service_account(graph));
-    }
-    shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
-    spec.containers = std::iter::once(main).chain(sidecars).collect();
-    if unnamed(&spec) {
-        spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
-    }
-    spec
-}
-
-/// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
-pub fn discovery_service_account(graph: &str) -> String {
-    format!("{graph}-k8s-service-discovery")
-}
-
-/// The operator's defaults for the `main` container of the component's type.
-fn base_container(id: &Identity) -> Container {
-    let mut vars = vec![
-        env(labels_env::DYN_NAMESPACE, &id.dynamo_namespace),
-        env(labels_env::DYN_COMPONENT, &id.component_type),
-        env(
-            "DYN_PARENT_DGD_K8S_NAME",
-            id.graph.as_deref().unwrap_or_default(),
-        ),
-        env(
-            "DYN_PARENT_DGD_K8S_NAMESPACE",
-            id.namespace.as_deref().unwrap_or_default(),
-        ),
-        field_env("POD_NAME", "metadata.name"),
-        field_env("POD_NAMESPACE", "metadata.namespace"),
-        field_env("POD_UID", "metadata.uid"),
-    ];
-    if id.discovery_backend() != DISCOVERY_ETCD {
-        vars.push(env(labels_env::DYN_DISCOVERY_BACKEND, DISCOVERY_KUBERNETES));
-    }
-    if id
-        .annotations
-        .get(labels::DYNAMO_KUBE_DISCOVERY_MODE)
-        .map(String::as_str)
-        == Some("container")
-    {
-        vars.push(env("CONTAINER_NAME", MAIN_CONTAINER_NAME));
-        vars.push(env("DYN_KUBE_DISCOVERY_MODE", "container"));
-    }
-    let mut container = Container {
-        name: MAIN_CONTAINER_NAME.into(),
-        command: Some(vec!["/bin/sh".into(), "-c".into()]),
-        ..Default::default()
-    };
-    match id.spec_type {
-        Some(ComponentType::Frontend) => {
-            container.command = Some(vec!["python3".into()]);
-            container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
-            container.ports = Some(vec![port(HTTP_PORT_NAME, HTTP_PORT)]);
-            container.liveness_probe = Some(http_probe("/live", HTTP_PORT_NAME, 15, 10, 1, 3));
-            container.readiness_probe = Some(http_probe("/health", HTTP_PORT_NAME, 10, 10, 3, 3));
-            vars.extend([
-                env("DYNAMO_PORT", &HTTP_PORT.to_string()),
-                env("DYN_HTTP_PORT", &HTTP_PORT.to_string()),
-                env(labels_env::DYN_NAMESPACE_PREFIX, &id.dynamo_namespace),
-            ]);
-        }
-        Some(ComponentType::Worker | ComponentType::Prefill | ComponentType::Decode) => {
-            container.ports = Some(vec![
-                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
-                port(NIXL_PORT_NAME, NIXL_PORT),
-            ]);
-            container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
-            container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
-            container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
-            vars.extend([
-                env("DYN_SYSTEM_ENABLED", "true"),
-                env("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
-                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
-                env("DYN_HEALTH_CHECK_ENABLED", "false"),
-                env("NIXL_TELEMETRY_ENABLE", "n"),
-                env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
-                env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
-                env(
-                    labels::ENV_FORWARDPASS_METRIC_PORT,
-                    &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
-                ),
-            ]);
-            if let Some(hash) = &id.worker_hash {
-                vars.push(env(labels_env::DYN_NAMESPACE_WORKER_SUFFIX, hash));
-            }
-        }
-        Some(ComponentType::Planner) => {
-            container.ports = Some(vec![
-                port(METRICS_PORT_NAME, PLANNER_METRICS_PORT),
-                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
-            ]);
-            container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
-            container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
-            container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
-            vars.extend([
-                env("PLANNER_PROMETHEUS_PORT", &PLANNER_METRICS_PORT.to_string()),
-                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
-            ]);
-        }
-        Some(ComponentType::Epp) | None => {}
-    }
-    container.env = Some(vars);
-    container
-}
-
-/// Environment variable names of the Dynamo runtime.
-mod labels_env {
-    pub const DYN_NAMESPACE: &str = "DYN_NAMESPACE";
-    pub const DYN_NAMESPACE_PREFIX: &str = "DYN_NAMESPACE_PREFIX";
-    pub const DYN_NAMESPACE_WORKER_SUFFIX: &str = "DYN_NAMESPACE_WORKER_SUFFIX";
-    pub const DYN_COMPONENT: &str = "DYN_COMPONENT";
-    pub const DYN_DISCOVERY_BACKEND: &str = "DYN_DISCOVERY_BACKEND";
-}
-
-/// An env var; an empty value is left out, as upstream's serialization does.
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: (!value.is_empty()).then(|| value.to_string()),
-        value_from: None,
-    }
-}
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: None,
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                api_version: None,
-            }),
-            ..Default::default()
-        }),
-    }
-}
-
-fn port(name: &str, number: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: number,
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }
-}
-
-fn http_probe(
-    path: &str,
-    port: &str,
-    initial_delay: i32,
-    period: i32,
-    timeout: i32,
-    failure: i32,
-) -> Probe {
-    Probe {
-        http_get: Some(HTTPGetAction {
-            path: Some(path.into()),
-            port: IntOrString::String(port.into()),
-            ..Default::default()
-        }),
-        initial_delay_seconds: (initial_delay > 0).then_some(initial_delay),
-        period_seconds: Some(period),
-        timeout_seconds: Some(timeout),
-        failure_threshold: Some(failure),
-        ..Default::default()
-    }
-}
-
-/// The user's `main` container over the defaults: every field the user sets wins (lists are
-/// replaced whole, objects merged), a user probe replaces the default probe, and env vars are
-/// merged by name (user wins) and sorted by name.
-fn merge_container(mut base: Container, user: Option<&Container>) -> Container {
-    let Some(user) = user else {
-        base.env = base.env.map(|e| merge_envs(e, Vec::new()));
-        return base;
-    };
-    let base_env = base.env.take().unwrap_or_default();
-    let mut target = serde_json::to_value(&base).expect("containers serialize");
-    let mut patch = serde_json::to_value(user).expect("containers serialize");
-    if let (Some(target), Some(patch)) = (target.as_object_mut(), patch.as_object_mut()) {
-        patch.remove("name");
-        patch.remove("env");
-        for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
-            if patch.get(probe).is_some_and(|p| !p.is_null()) {
-                target.remove(probe);
-            }
-        }
-    }
-    merge(&mut target, &patch);
-    let mut merged: Container =
-        serde_json::from_value(target).expect("a merged container deserializes");
-    merged.name = MAIN_CONTAINER_NAME.into();
-    let env = merge_envs(base_env, user.env.clone().unwrap_or_default());
-    merged.env = (!env.is_empty()).then_some(env);
-    merged
-}
-
-/// `common` and `specific` merged by name, `specific` winning, sorted by name (upstream's
-/// `MergeEnvs`).
-pub fn merge_envs(common: Vec<EnvVar>, specific: Vec<EnvVar>) -> Vec<EnvVar> {
-    let mut by_name: BTreeMap<String, EnvVar> = BTreeMap::new();
-    for e in common.into_iter().chain(specific) {
-        by_name.insert(e.name.clone(), e);
-    }
-    by_name.into_values().collect()
-}
-
-/// Merge `patch` into `target`: objects recursively, anything else replaced. `null` and empty
-/// lists in `patch` count as unset and leave `target` alone.
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(target), Value::Object(patch)) => {
-            for (k, v) in patch {
-                if v.is_null() || v.as_array().is_some_and(Vec::is_empty) {
-                    continue;
-                }
-                match target.get_mut(k) {
-                    Some(existing) if existing.is_object() && v.is_object() => merge(existing, v),
-                    _ => {
-                        target.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (target, patch) => *target = patch.clone(),
-    }
-}
-
-/// The `/dev/shm` tmpfs: `sharedMemorySize` (default 8Gi), none when it is zero. Replaces a
-/// volume of the same name and a mount of the same name or path.
-fn shared_memory(spec: &mut PodSpec, main: &mut Container, size: Option<&Quantity>) {
-    let size = match size {
-        Some(q) if quantity_is_zero(q) => return,
-        Some(q) => q.clone(),
-        None => Quantity(DEFAULT_SHARED_MEMORY_SIZE.into()),
-    };
-    let mut volumes: Vec<Volume> = spec
-        .volumes
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|v| v.name != SHARED_MEMORY_VOLUME)
-        .collect();
-    volumes.push(Volume {
-        name: SHARED_MEMORY_VOLUME.into(),
-        empty_dir: Some(EmptyDirVolumeSource {
-            medium: Some("Memory".into()),
-            size_limit: Some(size),
-        }),
-        ..Default::default()
-    });
-    spec.volumes = Some(volumes);
-    let mut mounts: Vec<VolumeMount> = main
-        .volume_mounts
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|m| m.name != SHARED_MEMORY_VOLUME && m.mount_path != SHARED_MEMORY_MOUNT_PATH)
-        .collect();
-    mounts.push(VolumeMount {
-        name: SHARED_MEMORY_VOLUME.into(),
-        mount_path: SHARED_MEMORY_MOUNT_PATH.into(),
-        ..Default::default()
-    });
-    main.volume_mounts = Some(mounts);
-}
-
-/// Whether a quantity is zero (`0`, `0Gi`, `0.0`, ...).
-fn quantity_is_zero(q: &Quantity) -> bool {
-    let number: String =
-        q.0.trim()
-            .chars()
-            .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '+' | '-'))
-            .collect();
-    number.parse::<f64>().is_ok_and(|n| n == 0.0)
+    pod_render::pod_spec(&PodInput {
+        graph: id.graph.as_deref(),
+        namespace: id.namespace.as_deref().unwrap_or_default(),
+        component: &dcd.spec.component,
+        component_type: &id.component_type,
+        dynamo_namespace: &id.dynamo_namespace,
+        worker_hash: id.worker_hash.as_deref(),
+        annotations: &id.annotations,
+        kube_discovery: id.kube_discovery(),
+        graph_env: &[],
+        kv_transfer: None,
+        pull_secrets: &[],
+    })
 }
 
 // --- the Service ---------------------------------------------------------------------------
@@ -917,8 +567,11 @@ fn service(dcd: &DynamoComponentDeployment, id: &Identity) -> Option<Service> {
     };
     let mut labels = id.labels.clone();
     if discovery {
-        labels.insert(DISCOVERY_BACKEND_LABEL.into(), DISCOVERY_KUBERNETES.into());
-        labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());
+        labels.insert(
+            labels::DYNAMO_DISCOVERY_BACKEND.into(),
+            DISCOVERY_KUBERNETES.into(),
+        );
+        labels.insert(labels::DYNAMO_DISCOVERY_ENABLED.into(), "true".into());
     }
     let mut selector = BTreeMap::from([
         (

@@ -1297,17 +1297,17 @@ fn component_class_from_the_dcd() {
 #[test]
 fn topology_annotations_come_from_the_dcd() {
     let mut dcd = worker();
-    annotate(&mut dcd, TOPOLOGY_LABEL_KEY_ANNOTATION, "from-template");
+    annotate(&mut dcd, labels::TOPOLOGY_LABEL_KEY, "from-template");
     dcd.metadata.annotations = Some(
         [(
-            TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION.to_string(),
+            labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME.to_string(),
             "cluster".to_string(),
         )]
         .into(),
     );
     let a = deployment_of(&dcd).metadata.annotations.unwrap();
-    assert!(!a.contains_key(TOPOLOGY_LABEL_KEY_ANNOTATION));
-    assert_eq!(a[TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION], "cluster");
+    assert!(!a.contains_key(labels::TOPOLOGY_LABEL_KEY));
+    assert_eq!(a[labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME], "cluster");
 }
 
 #[test]
@@ -1354,22 +1354,6 @@ fn gpus_per_engine_and_replica() {
     let multinode = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
     assert_eq!(engine_gpus(&multinode), 8, "4 GPUs per node, 2 nodes");
     assert_eq!(engine_gpus(&frontend()), 0);
-}
-
-#[test]
-fn merge_envs_by_name_user_wins_sorted() {
-    let e = |n: &str, v: &str| EnvVar {
-        name: n.into(),
-        value: Some(v.into()),
-        value_from: None,
-    };
-    assert_eq!(
-        merge_envs(
-            vec![e("B", "1"), e("A", "1")],
-            vec![e("B", "2"), e("C", "3")]
-        ),
-        vec![e("A", "1"), e("B", "2"), e("C", "3")]
-    );
 }
 
 #[test]

@@ -124,7 +124,7 @@ async fn discovery_service_account(ns: &TestNamespace, graph: &str) {
             &PostParams::default(),
             &ServiceAccount {
                 metadata: ObjectMeta {
-                    name: Some(dcd_controller::render::discovery_service_account(graph)),
+                    name: Some(pod_render::discovery_service_account(graph)),
                     ..Default::default()
                 },
                 ..Default::default()

@@ -421,7 +421,7 @@ pub fn render(
     let spec = template.spec.get_or_insert_with(Default::default);
     spec.restart_policy = Some("Never".into());
     if kubernetes_discovery_enabled(discovery, dgd) && spec.service_account_name.is_none() {
-        spec.service_account_name = Some(naming::discovery_service_account_name(&dgd_name));
+        spec.service_account_name = Some(naming::discovery_service_account(&dgd_name));
     }
     Ok(DynamoCheckpoint {
         metadata: ObjectMeta {

@@ -104,7 +104,7 @@ impl DiscoveryReconciler {
 /// The discovery ServiceAccount, Role and RoleBinding of `dgd`.
 pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, RoleBinding)> {
     let dgd_name = dgd.name_any();
-    let account = naming::discovery_service_account_name(&dgd_name);
+    let account = naming::discovery_service_account(&dgd_name);
     let mut labels = naming::graph_labels(&dgd_name);
     labels.extend(BTreeMap::from([
         (

@@ -93,10 +93,8 @@ pub fn graph_labels(dgd_name: &str) -> BTreeMap<String, String> {
 }
 
 /// `<dgd>-k8s-service-discovery`: the ServiceAccount of a graph's pods when Kubernetes discovery
-/// is on (its Role and RoleBinding add `-role` and `-binding`).
-pub fn discovery_service_account_name(dgd_name: &str) -> String {
-    format!("{dgd_name}-k8s-service-discovery")
-}
+/// is on (its Role and RoleBinding add `-role` and `-binding`); defined with the pod renderer.
+pub use pod_render::discovery_service_account;
 
 /// `<dgd>-<component, lowercased>-gpu`: the GPU memory service ResourceClaimTemplate of a
 /// component.

@@ -235,7 +235,7 @@ async fn shared_resources_on_a_real_api_server() {
     let rb = rbs.get("planner-serviceaccount-binding").await.unwrap();
     assert_eq!(rb.role_ref.name, planner_role);
     assert!(!gone(&sas, "epp-serviceaccount").await);
-    assert!(!gone(&sas, &naming::discovery_service_account_name("vllm")).await);
+    assert!(!gone(&sas, &naming::discovery_service_account("vllm")).await);
     assert!(
         !gone(
             &rcts,
@@ -272,7 +272,7 @@ async fn shared_resources_on_a_real_api_server() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let owned_gone = gone(&sas, &naming::discovery_service_account_name("vllm")).await
+        let owned_gone = gone(&sas, &naming::discovery_service_account("vllm")).await
             && gone(&cms, "vllm-wait-leader-script").await
             && gone(
                 &rcts,

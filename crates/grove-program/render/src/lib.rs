@@ -30,9 +30,8 @@ use api::DynamoGraphDeployment;
 use api::grove::PodCliqueSet;
 
 pub use render::{
-    DISCOVERY_BACKEND_LABEL, DISCOVERY_ENABLED_LABEL, GROVE_UPDATE_STRATEGY, METRICS_ENABLED_LABEL,
-    PRESERVED_ALPHA_SPEC, PROPAGATED_ANNOTATIONS, TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
-    TOPOLOGY_LABEL_KEY_ANNOTATION, has_topology_overrides, preflight, render,
+    GROVE_UPDATE_STRATEGY, PRESERVED_ALPHA_SPEC, PROPAGATED_ANNOTATIONS, has_topology_overrides,
+    preflight, render,
 };
 
 /// Termination delay of PodCliqueSets the operator renders unless configured otherwise.

@@ -22,17 +22,6 @@ use crate::{Inputs, RenderError};
 /// Annotation (user, on the graph): the PodCliqueSet update strategy, `RollingRecreate` or
 /// `OnDelete` (Grove's values).
 pub const GROVE_UPDATE_STRATEGY: &str = "nvidia.com/grove-update-strategy";
-/// Label (controller, clique): hash of the served model name (first 8 hex digits of SHA-256).
-/// Label (controller, clique): metrics scraping enabled.
-pub const METRICS_ENABLED_LABEL: &str = "nvidia.com/metrics-enabled";
-/// Label (controller, clique): the discovery backend, `kubernetes`.
-pub const DISCOVERY_BACKEND_LABEL: &str = "nvidia.com/dynamo-discovery-backend";
-/// Label (controller, clique): Kubernetes discovery enabled, `"true"`.
-pub const DISCOVERY_ENABLED_LABEL: &str = "nvidia.com/dynamo-discovery-enabled";
-/// Annotation (pod): node label key the topology controller copies to pods.
-pub const TOPOLOGY_LABEL_KEY_ANNOTATION: &str = "nvidia.com/topology-label-key";
-/// Annotation (pod): Grove ClusterTopology the topology controller reads.
-pub const TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION: &str = "nvidia.com/topology-cluster-topology-name";
 /// Graph metadata annotations copied onto every clique that does not set them.
 pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
     labels::ENABLE_METRICS,
@@ -136,10 +125,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         let worker_kv = kv.filter(|_| worker);
         if let Some(policy) = worker_kv {
             if let Some(key) = &policy.label_key {
-                annotations.insert(TOPOLOGY_LABEL_KEY_ANNOTATION.into(), key.clone());
+                annotations.insert(labels::TOPOLOGY_LABEL_KEY.into(), key.clone());
             }
             if let Some(name) = &policy.cluster_topology_name {
-                annotations.insert(TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION.into(), name.clone());
+                annotations.insert(labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME.into(), name.clone());
             }
         }
         let restart_at = inputs
@@ -171,8 +160,8 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         let component_type = type_.map(ComponentType::as_str).unwrap_or_default();
         let mut names_in_group = Vec::new();
         for role in &roles {
-            let spec = pod::pod_spec(&PodInput {
-                dgd_name: &dgd_name,
+            let input = PodInput {
+                graph: Some(&dgd_name),
                 namespace: &namespace,
                 component: &component,
                 component_type,
@@ -180,12 +169,11 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 worker_hash: worker_hash.as_deref(),
                 annotations: &annotations,
                 kube_discovery,
-                role: role.role,
-                backend,
                 graph_env: &dgd.spec.env,
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
                 pull_secrets: &pull_secrets,
-            });
+            };
+            let spec = pod::pod_spec(&input, role.role, backend);
             let min_available = if multinode {
                 role.replicas
             } else if uses_group {
@@ -442,8 +430,8 @@ fn clique_annotations(
         annotations.insert(labels::DYNAMO_BASE_MODEL.to_string(), name);
     }
     for key in [
-        TOPOLOGY_LABEL_KEY_ANNOTATION,
-        TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION,
+        labels::TOPOLOGY_LABEL_KEY,
+        labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME,
     ] {
         annotations.remove(key);
     }
@@ -530,7 +518,7 @@ fn clique_labels(
         result.insert(labels::DYNAMO_BASE_MODEL_HASH.to_string(), hash);
     }
     if annotations.get(labels::ENABLE_METRICS).map(String::as_str) != Some("false") {
-        result.insert(METRICS_ENABLED_LABEL.to_string(), "true".to_string());
+        result.insert(labels::METRICS_ENABLED.to_string(), "true".to_string());
     }
     result.extend(dgd.spec.labels.clone());
     if let Some(alpha) = alpha {
@@ -547,10 +535,13 @@ fn clique_labels(
     }
     if kube_discovery {
         result.insert(
-            DISCOVERY_BACKEND_LABEL.to_string(),
+            labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
             "kubernetes".to_string(),
         );
-        result.insert(DISCOVERY_ENABLED_LABEL.to_string(), "true".to_string());
+        result.insert(
+            labels::DYNAMO_DISCOVERY_ENABLED.to_string(),
+            "true".to_string(),
+        );
     }
     result
 }

@@ -32,7 +32,6 @@ use crate::compat::{clique_of, legacy_worker_type};
 use crate::names::selector;
 use crate::pod::{HTTP_PORT, SYSTEM_PORT};
 use crate::render::preserved_alpha_services;
-use crate::{DISCOVERY_BACKEND_LABEL, DISCOVERY_ENABLED_LABEL};
 
 /// gRPC port of an EPP component's Service.
 pub const EPP_GRPC_PORT: i32 = 9002;
@@ -107,8 +106,8 @@ pub fn services(dgd: &DynamoGraphDeployment, pcs: &PodCliqueSet) -> Vec<Service>
             );
             service_labels.insert(labels::DYNAMO_COMPONENT.to_string(), c.name.clone());
             if kube_discovery {
-                service_labels.insert(DISCOVERY_BACKEND_LABEL.into(), "kubernetes".into());
-                service_labels.insert(DISCOVERY_ENABLED_LABEL.into(), "true".into());
+                service_labels.insert(labels::DYNAMO_DISCOVERY_BACKEND.into(), "kubernetes".into());
+                service_labels.insert(labels::DYNAMO_DISCOVERY_ENABLED.into(), "true".into());
             }
             let selector_labels = BTreeMap::from([
                 (labels::DYNAMO_COMPONENT_TYPE.to_string(), component_type),

@@ -894,7 +894,7 @@ fn image_pull_secrets_and_kv_transfer_wiring() {
         "metadata.labels['nvidia.com/dynamo-topology.rack']"
     );
     assert_eq!(
-        prefill.annotations[grove_render::TOPOLOGY_CLUSTER_TOPOLOGY_ANNOTATION],
+        prefill.annotations[api::labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME],
         "ct"
     );
     // Not on the frontend.

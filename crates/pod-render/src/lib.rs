@@ -1,0 +1,309 @@
+//! The pod of a Dynamo component, rendered once for both workload pathways: the component
+//! pathway's Deployments and LeaderWorkerSets (`dcd-controller`) and the Grove pathway's
+//! PodCliques (`grove-render`) call [`pod_spec`], so a default fixed here is fixed for both.
+//! **Pure**: no client, no I/O; equal inputs give equal output.
+//!
+//! Layering (upstream's `GenerateBasePodSpec`):
+//! 1. the operator's `main` container for the component type ([`base_container`]: command,
+//!    ports, probes, env);
+//! 2. the graph's env under the user's `main` env, then the user's `main` container over the
+//!    defaults ([`merge::merge_container`]: user values win, lists are replaced whole, objects
+//!    merged, a user probe replaces the default probe, env vars merged by name and sorted);
+//! 3. the pod-level defaults (termination grace, restart policy, `fsGroup`, the planner's
+//!    ServiceAccount) under the user's pod spec;
+//! 4. the discovery ServiceAccount, the `/dev/shm` volume, the topology wiring of
+//!    KV-transfer-aware workers ([`volumes`]), the user's other containers after `main`, the
+//!    `default` ServiceAccount when none is named, and discovered image pull secrets.
+//!
+//! What is pathway-specific stays with the pathway: labels and annotations of the pod
+//! template, and the multinode launch wiring.
+
+pub mod backend;
+pub mod merge;
+pub mod parts;
+pub mod volumes;
+
+use std::collections::BTreeMap;
+
+use api::DynamoComponentDeploymentSharedSpec;
+use api::labels;
+use api::v1beta1::{ComponentType, KvTransferPolicy, MAIN_CONTAINER_NAME};
+use k8s_openapi::api::core::v1::{Container, LocalObjectReference, PodSecurityContext, PodSpec};
+use serde_json::Value;
+
+pub use backend::Backend;
+pub use merge::merge_envs;
+use parts::{env, field_env, http_probe, port};
+
+/// Port of the frontend's HTTP server.
+pub const HTTP_PORT: i32 = 8000;
+/// Name of the frontend's HTTP port.
+pub const HTTP_PORT_NAME: &str = "http";
+/// Port of the Dynamo system server (health endpoints) on workers and the planner.
+pub const SYSTEM_PORT: i32 = 9090;
+/// Name of the system port.
+pub const SYSTEM_PORT_NAME: &str = "system";
+/// Port of the NIXL telemetry exporter on workers.
+pub const NIXL_PORT: i32 = 19090;
+/// Name of the NIXL telemetry port.
+pub const NIXL_PORT_NAME: &str = "nixl";
+/// Port of the planner's Prometheus metrics.
+pub const PLANNER_METRICS_PORT: i32 = 9085;
+/// Name of a metrics port.
+pub const METRICS_PORT_NAME: &str = "metrics";
+/// `fsGroup` set when the user gives no pod security context.
+pub const DEFAULT_FS_GROUP: i64 = 1000;
+/// `terminationGracePeriodSeconds` unless the user sets one.
+pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
+/// ServiceAccount of pods that name none and get no discovery account.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+/// Annotation (pod template, user): `"true"` turns off image pull secret discovery.
+pub const DISABLE_IMAGE_PULL_SECRET_DISCOVERY: &str =
+    "nvidia.com/disable-image-pull-secret-discovery";
+
+/// Environment variable names of the Dynamo runtime that the operator sets.
+pub mod env_names {
+    /// The Dynamo namespace of the component.
+    pub const DYN_NAMESPACE: &str = "DYN_NAMESPACE";
+    /// The frontend's namespace prefix (which worker namespaces it serves).
+    pub const DYN_NAMESPACE_PREFIX: &str = "DYN_NAMESPACE_PREFIX";
+    /// The worker generation's suffix of the namespace.
+    pub const DYN_NAMESPACE_WORKER_SUFFIX: &str = "DYN_NAMESPACE_WORKER_SUFFIX";
+    /// The component type.
+    pub const DYN_COMPONENT: &str = "DYN_COMPONENT";
+    /// The discovery backend (`kubernetes`).
+    pub const DYN_DISCOVERY_BACKEND: &str = "DYN_DISCOVERY_BACKEND";
+}
+
+/// Everything the pod spec of one component depends on.
+#[derive(Clone, Copy, Debug)]
+pub struct PodInput<'a> {
+    /// The parent DynamoGraphDeployment's name, if known.
+    pub graph: Option<&'a str>,
+    /// The Kubernetes namespace.
+    pub namespace: &'a str,
+    /// The component's spec (its pod template is the user's layer).
+    pub component: &'a DynamoComponentDeploymentSharedSpec,
+    /// The type rendered into env (`worker` for legacy worker selectors; empty when unset).
+    pub component_type: &'a str,
+    /// The Dynamo namespace of the component.
+    pub dynamo_namespace: &'a str,
+    /// The worker generation's hash (workers only).
+    pub worker_hash: Option<&'a str>,
+    /// The pod's annotations (the discovery mode is read from them).
+    pub annotations: &'a BTreeMap<String, String>,
+    /// Kubernetes discovery is on.
+    pub kube_discovery: bool,
+    /// The graph's env, under main's own (main's entries win).
+    pub graph_env: &'a [k8s_openapi::api::core::v1::EnvVar],
+    /// KV transfer policy and ClusterTopology domains, for workers that get topology wiring.
+    pub kv_transfer: Option<(&'a KvTransferPolicy, &'a [String])>,
+    /// Image pull secrets discovered for the main image (used when the user names none).
+    pub pull_secrets: &'a [String],
+}
+
+/// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
+pub fn discovery_service_account(graph: &str) -> String {
+    format!("{graph}-k8s-service-discovery")
+}
+
+/// The pod spec of one component (see the crate docs for the layering). `main` is the first
+/// container.
+pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
+    let component = input.component;
+    let user_spec = component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.spec.as_ref());
+    let sidecars: Vec<Container> = user_spec
+        .map(|s| {
+            s.containers
+                .iter()
+                .filter(|c| c.name != MAIN_CONTAINER_NAME)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let user_main = user_main(input);
+    let mut main = merge::merge_container(base_container(input), user_main.as_ref());
+
+    let base = PodSpec {
+        termination_grace_period_seconds: Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
+        restart_policy: Some("Always".into()),
+        service_account_name: (component.r#type == Some(ComponentType::Planner))
+            .then(|| labels::PLANNER_SERVICE_ACCOUNT.to_string()),
+        ..Default::default()
+    };
+    let mut spec = match user_spec {
+        Some(user) => {
+            let mut user = serde_json::to_value(user).unwrap_or(Value::Null);
+            if let Some(object) = user.as_object_mut() {
+                object.remove("containers");
+            }
+            let mut merged = serde_json::to_value(&base).unwrap_or(Value::Null);
+            merge::merge(&mut merged, &user);
+            serde_json::from_value(merged).unwrap_or(base)
+        }
+        None => base,
+    };
+    if user_spec
+        .and_then(|s| s.security_context.as_ref())
+        .is_none()
+    {
+        spec.security_context = Some(PodSecurityContext {
+            fs_group: Some(DEFAULT_FS_GROUP),
+            ..Default::default()
+        });
+    }
+    let unnamed = |s: &PodSpec| s.service_account_name.as_deref().is_none_or(str::is_empty);
+    if input.kube_discovery
+        && unnamed(&spec)
+        && let Some(graph) = input.graph
+    {
+        spec.service_account_name = Some(discovery_service_account(graph));
+    }
+    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
+    if let Some((policy, domains)) = input.kv_transfer {
+        volumes::topology_wiring(&mut spec, &mut main, policy, domains);
+    }
+    spec.containers = std::iter::once(main).chain(sidecars).collect();
+    if unnamed(&spec) {
+        spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
+    }
+    if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
+    {
+        spec.image_pull_secrets = Some(
+            input
+                .pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect(),
+        );
+    }
+    spec
+}
+
+/// The user's `main` container with the graph's env under its own (a bare `main` carrying
+/// only the graph's env when the user gives none).
+fn user_main(input: &PodInput<'_>) -> Option<Container> {
+    let mut main = input.component.main_container().cloned();
+    if input.graph_env.is_empty() {
+        return main;
+    }
+    let main = main.get_or_insert_with(|| Container {
+        name: MAIN_CONTAINER_NAME.into(),
+        ..Default::default()
+    });
+    main.env = Some(merge_envs(
+        input.graph_env.to_vec(),
+        main.env.take().unwrap_or_default(),
+    ));
+    Some(main.clone())
+}
+
+/// The operator's defaults for the `main` container of the component's type.
+pub fn base_container(input: &PodInput<'_>) -> Container {
+    use env_names::*;
+    let mut vars = vec![
+        env(DYN_NAMESPACE, input.dynamo_namespace),
+        env(DYN_COMPONENT, input.component_type),
+        env("DYN_PARENT_DGD_K8S_NAME", input.graph.unwrap_or_default()),
+        env("DYN_PARENT_DGD_K8S_NAMESPACE", input.namespace),
+        field_env("POD_NAME", "metadata.name"),
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_UID", "metadata.uid"),
+    ];
+    if input.kube_discovery {
+        vars.push(env(DYN_DISCOVERY_BACKEND, "kubernetes"));
+    }
+    if input
+        .annotations
+        .get(labels::DYNAMO_KUBE_DISCOVERY_MODE)
+        .map(String::as_str)
+        == Some("container")
+    {
+        vars.push(env("CONTAINER_NAME", MAIN_CONTAINER_NAME));
+        vars.push(env("DYN_KUBE_DISCOVERY_MODE", "container"));
+    }
+    let mut container = Container {
+        name: MAIN_CONTAINER_NAME.into(),
+        command: Some(vec!["/bin/sh".into(), "-c".into()]),
+        ..Default::default()
+    };
+    match input.component.r#type {
+        Some(ComponentType::Frontend) => {
+            container.command = Some(vec!["python3".into()]);
+            container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
+            container.ports = Some(vec![port(HTTP_PORT_NAME, HTTP_PORT)]);
+            container.liveness_probe = Some(http_probe("/live", HTTP_PORT_NAME, 15, 10, 1, 3));
+            container.readiness_probe = Some(http_probe("/health", HTTP_PORT_NAME, 10, 10, 3, 3));
+            vars.extend([
+                env("DYNAMO_PORT", &HTTP_PORT.to_string()),
+                env("DYN_HTTP_PORT", &HTTP_PORT.to_string()),
+                env(DYN_NAMESPACE_PREFIX, input.dynamo_namespace),
+            ]);
+        }
+        Some(ComponentType::Worker | ComponentType::Prefill | ComponentType::Decode) => {
+            container.ports = Some(vec![
+                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+                port(NIXL_PORT_NAME, NIXL_PORT),
+            ]);
+            system_probes(&mut container);
+            vars.extend([
+                env("DYN_SYSTEM_ENABLED", "true"),
+                env("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
+                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+                env("DYN_HEALTH_CHECK_ENABLED", "false"),
+                env("NIXL_TELEMETRY_ENABLE", "n"),
+                env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
+                env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
+                env(
+                    labels::ENV_FORWARDPASS_METRIC_PORT,
+                    &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
+                ),
+            ]);
+            if let Some(hash) = input.worker_hash {
+                vars.push(env(DYN_NAMESPACE_WORKER_SUFFIX, hash));
+            }
+        }
+        Some(ComponentType::Planner) => {
+            container.ports = Some(vec![
+                port(METRICS_PORT_NAME, PLANNER_METRICS_PORT),
+                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+            ]);
+            system_probes(&mut container);
+            vars.extend([
+                env("PLANNER_PROMETHEUS_PORT", &PLANNER_METRICS_PORT.to_string()),
+                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+            ]);
+        }
+        Some(ComponentType::Epp) | None => {}
+    }
+    container.env = Some(vars);
+    container
+}
+
+/// The live, ready and startup probes on the system port (workers and the planner).
+fn system_probes(container: &mut Container) {
+    container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
+    container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
+    container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
+}
+
+/// The registry host of an image reference (`nvcr.io/nvidia/x:1` → `nvcr.io`; no registry
+/// part → `docker.io`), as image pull secrets are keyed.
+pub fn registry_host(image: &str) -> String {
+    let image = image
+        .split_once("://")
+        .map_or(image, |(_, rest)| rest)
+        .trim();
+    match image.split_once('/') {
+        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
+            first.to_string()
+        }
+        _ => "docker.io".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
