@@ -48,6 +48,7 @@ use crate::discovery::{DiscoveryBackend, kubernetes_discovery_enabled};
 use crate::error::{Error, Result};
 use crate::naming;
 use crate::rollout;
+use pod_render::Backend;
 
 /// Label with the identity hash of a checkpoint.
 pub const CHECKPOINT_HASH_LABEL: &str = "nvidia.com/snapshot-checkpoint-hash";
@@ -349,12 +350,22 @@ pub fn automatic_identity(
     if let Some(identity) = &cfg.identity {
         return Ok(identity.clone());
     }
-    let backend = dgd.spec.backend_framework.ok_or_else(|| {
-        Error::InvalidSpec(format!(
-            "checkpoint backend framework for component {} could not be determined; set spec.backendFramework",
-            component.name
-        ))
-    })?;
+    // The graph's backendFramework, else the backend the worker's command runs (upstream's
+    // detection, shared with the pod renderer).
+    let backend = Backend::detect(component, dgd.spec.backend_framework)
+        .map_err(|message| {
+            Error::InvalidSpec(format!(
+                "spec.components[{}]: {message}",
+                component.name
+            ))
+        })?
+        .framework()
+        .ok_or_else(|| {
+            Error::InvalidSpec(format!(
+                "checkpoint backend framework for component {} could not be determined; set spec.backendFramework",
+                component.name
+            ))
+        })?;
     let mut extra = BTreeMap::from([
         ("dgdUID".to_string(), dgd.uid().unwrap_or_default()),
         ("component".to_string(), component.name.clone()),
@@ -523,6 +534,72 @@ mod tests {
 
     fn reconciler(d: &Double) -> CheckpointReconciler {
         CheckpointReconciler::new(d.reader(), d.writer(), CheckpointConfig::default())
+    }
+
+    /// The checkpoint identity's backend: the graph's `backendFramework`, else what the
+    /// worker's command runs; a command naming another backend than the graph's is refused.
+    #[test]
+    fn identity_backend_from_the_graph_or_the_command() {
+        let with_command = |command: &[&str]| {
+            let mut c = component("w", ComponentType::Worker);
+            let main = &mut c
+                .pod_template
+                .as_mut()
+                .unwrap()
+                .spec
+                .as_mut()
+                .unwrap()
+                .containers[0];
+            main.command = Some(command.iter().map(|s| s.to_string()).collect());
+            c
+        };
+        let cases: [(
+            &str,
+            Option<BackendFramework>,
+            &[&str],
+            Result<BackendFramework, &str>,
+        ); 5] = [
+            (
+                "graph only",
+                Some(BackendFramework::Sglang),
+                &[],
+                Ok(BackendFramework::Sglang),
+            ),
+            (
+                "command only",
+                None,
+                &["python3", "-m", "dynamo.vllm"],
+                Ok(BackendFramework::Vllm),
+            ),
+            (
+                "shell command",
+                None,
+                &["/bin/sh", "-c", "python3 -m dynamo.trtllm --x"],
+                Ok(BackendFramework::Trtllm),
+            ),
+            ("neither", None, &["sleep"], Err("could not be determined")),
+            (
+                "mismatch",
+                Some(BackendFramework::Sglang),
+                &["python3", "-m", "dynamo.vllm"],
+                Err("mismatch"),
+            ),
+        ];
+        for (name, graph_backend, command, want) in cases {
+            let c = with_checkpoint(with_command(command), enabled());
+            let mut g = dgd("g", vec![c.clone()]);
+            g.spec.backend_framework = graph_backend;
+            let cfg = enabled();
+            let got = automatic_identity(&g, &c, &cfg).map(|i| i.backend_framework);
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{name}"),
+                (Err(e), Err(needle)) => {
+                    assert!(e.awaits_change(), "{name}: {e}");
+                    assert!(e.to_string().contains(needle), "{name}: {e}");
+                }
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[tokio::test]
