@@ -76,6 +76,9 @@ pub const DYNAMO_DISCOVERY_ENABLED: &str = "nvidia.com/dynamo-discovery-enabled"
 pub const TOPOLOGY_LABEL_KEY: &str = "nvidia.com/topology-label-key";
 /// Annotation (controller, pods): the Grove ClusterTopology the topology controller reads.
 pub const TOPOLOGY_CLUSTER_TOPOLOGY_NAME: &str = "nvidia.com/topology-cluster-topology-name";
+/// Annotation (controller, EPP pods on the component pathway): Istio sidecar injection,
+/// `"false"` unless the component's pod template sets it.
+pub const ISTIO_SIDECAR_INJECT: &str = "sidecar.istio.io/inject";
 /// Annotation (defaulting webhook): operator version that admitted the object.
 pub const DYNAMO_OPERATOR_ORIGIN_VERSION: &str = "nvidia.com/dynamo-operator-origin-version";
 

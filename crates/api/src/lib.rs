@@ -15,6 +15,7 @@
 // `#[kube(printcolumn(type_ = ..), printcolumn(type_ = ..))]` repeats keys by design.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod backend;
 pub mod checkpoint;
 pub mod checkpoint_identity;
 pub mod common;

@@ -98,6 +98,8 @@ pub enum Rule {
     ContainerReference,
     /// eppConfig only with type epp.
     EppConfigType,
+    /// `compilationCache.mountPath` is set when the backend has no default cache path.
+    CompilationCacheMountPath,
     /// A component topology constraint needs spec.topologyConstraint.
     TopologyInheritance,
     /// restart.strategy.order lists the components exactly once (sequential only).
@@ -135,6 +137,7 @@ impl Rule {
             Self::Failover => "failover",
             Self::ContainerReference => "container-reference",
             Self::EppConfigType => "epp-config-type",
+            Self::CompilationCacheMountPath => "compilation-cache-mount-path",
             Self::TopologyInheritance => "topology-inheritance",
             Self::RestartOrder => "restart-order",
             Self::ComponentGroupMembers => "component-group-members",
@@ -214,7 +217,13 @@ pub fn validate_dcd(dcd: &DynamoComponentDeployment) -> Result<(), InvalidSpec> 
         provider: Some(Provider::Component),
     };
     let mut v = Collector::new("spec");
-    component(&dcd.spec.component, &ctx, None, &mut v);
+    component(
+        &dcd.spec.component,
+        &ctx,
+        None,
+        dcd.spec.backend_framework,
+        &mut v,
+    );
     v.finish()
 }
 
@@ -331,7 +340,7 @@ fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut
 
     for (i, c) in spec.components.iter().enumerate() {
         let mut at = v.nested(&[Seg::Key("components"), Seg::Index(i)]);
-        component(c, ctx, Some(spec), &mut at);
+        component(c, ctx, Some(spec), spec.backend_framework, &mut at);
         v.absorb(at);
     }
 
@@ -417,10 +426,13 @@ fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut
     }
 }
 
+/// `framework`: the graph's (or the DCD's) `backendFramework`; with `graph` unknown, a backend
+/// that cannot be determined is not held against the component.
 fn component(
     c: &DynamoComponentDeploymentSharedSpec,
     ctx: &ValidationContext,
     graph: Option<&DynamoGraphDeploymentSpec>,
+    framework: Option<crate::BackendFramework>,
     v: &mut Collector,
 ) {
     let pod = c.pod_template.as_ref();
@@ -500,6 +512,26 @@ fn component(
     if c.epp_config.is_some() && c.r#type != Some(ComponentType::Epp) {
         v.at(&[Seg::Key("eppConfig")])
             .push(Rule::EppConfigType, "may only be set when type is epp");
+    }
+
+    if let Some(cache) = &c.compilation_cache
+        && cache.mount_path.as_deref().is_none_or(str::is_empty)
+        && c.r#type.is_none_or(ComponentType::is_worker)
+    {
+        // Only vLLM has a default path; a mismatch of backends is refused elsewhere.
+        let named = match crate::backend::Backend::detect(c, framework) {
+            Ok(crate::backend::Backend::Vllm) | Err(_) => None,
+            Ok(crate::backend::Backend::None) => graph.is_some().then(|| "unknown".to_string()),
+            Ok(other) => Some(format!("{other:?}").to_lowercase()),
+        };
+        if let Some(named) = named {
+            v.at(&[Seg::Key("compilationCache"), Seg::Key("mountPath")]).push(
+                Rule::CompilationCacheMountPath,
+                format!(
+                    "is required for backend framework {named} (no default available; only vllm has one)"
+                ),
+            );
+        }
     }
 
     if let Some(name) = &c.frontend_sidecar
@@ -904,7 +936,7 @@ impl garde::Validate for DynamoComponentDeploymentSharedSpec {
         report: &mut garde::Report,
     ) {
         let mut v = Collector::new("");
-        component(self, ctx, None, &mut v);
+        component(self, ctx, None, None, &mut v);
         v.into_report(parent, report);
     }
 }
@@ -1041,6 +1073,39 @@ mod tests {
             fields,
             ["spec.components[0].minAvailable", "spec.priorityClassName"]
         );
+    }
+
+    /// Upstream: `compilationCache.mountPath is required for backend framework X (no default
+    /// available)`; vLLM defaults it.
+    #[test]
+    fn compilation_cache_needs_a_path_unless_vllm() {
+        use crate::BackendFramework as B;
+        let cases = [
+            (Some(B::Vllm), None, None),
+            (Some(B::Vllm), Some(""), None),
+            (Some(B::Sglang), None, Some("sglang")),
+            (Some(B::Sglang), Some("/cache"), None),
+            (Some(B::Trtllm), Some(""), Some("trtllm")),
+            (None, None, Some("unknown")),
+        ];
+        for (framework, path, refused) in cases {
+            let mut w = component("worker", ComponentType::Worker);
+            w.compilation_cache = Some(crate::v1beta1::CompilationCacheConfig {
+                pvc_name: "cache".into(),
+                mount_path: path.map(str::to_string),
+            });
+            let mut g = dgd(vec![w]);
+            g.spec.backend_framework = framework;
+            match (validate(&g), refused) {
+                (Ok(()), None) => {}
+                (Err(e), Some(named)) => {
+                    let fields: Vec<_> = e.violations.iter().map(|v| v.field.as_str()).collect();
+                    assert_eq!(fields, ["spec.components[0].compilationCache.mountPath"]);
+                    assert!(e.to_string().contains(named), "{e}");
+                }
+                (got, want) => panic!("{framework:?} {path:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]

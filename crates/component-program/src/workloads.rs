@@ -456,6 +456,12 @@ fn render_one(
     }
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
+    if component.r#type == Some(ComponentType::Epp) {
+        // Before the graph's annotations: only the component's own value overrides it.
+        annotations
+            .entry(labels::ISTIO_SIDECAR_INJECT.to_string())
+            .or_insert_with(|| "false".to_string());
+    }
     for (k, v) in &dgd.spec.annotations {
         annotations.entry(k.clone()).or_insert_with(|| v.clone());
     }
@@ -957,6 +963,58 @@ mod tests {
             waiting[1].annotations()[LAST_APPLIED_HASH],
             ready[1].annotations()[LAST_APPLIED_HASH]
         );
+    }
+
+    /// Upstream stamps `sidecar.istio.io/inject: "false"` on EPP pod templates before the
+    /// graph's annotations; the component's own value is kept.
+    #[test]
+    fn epp_pods_opt_out_of_istio_injection() {
+        use crate::testutil::component;
+        let annotation = |own: Option<&str>, on_graph: Option<&str>| {
+            let mut g = graph();
+            g.metadata.uid = Some("uid-1".into());
+            let mut epp = component("Epp", ComponentType::Epp, "epp:1");
+            if let Some(v) = own {
+                let meta = epp
+                    .pod_template
+                    .get_or_insert_with(Default::default)
+                    .metadata
+                    .get_or_insert_with(Default::default);
+                meta.annotations = Some(BTreeMap::from([(
+                    labels::ISTIO_SIDECAR_INJECT.to_string(),
+                    v.to_string(),
+                )]));
+            }
+            if let Some(v) = on_graph {
+                g.spec
+                    .annotations
+                    .insert(labels::ISTIO_SIDECAR_INJECT.to_string(), v.to_string());
+            }
+            g.spec.components = vec![epp, component("F", ComponentType::Frontend, "rt:1")];
+            let dcds = render(
+                &g,
+                &WorkerGeneration::settled("h"),
+                None,
+                &CheckpointInfos::new(),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+            dcds.iter()
+                .map(|d| {
+                    d.spec
+                        .component
+                        .pod_template
+                        .as_ref()
+                        .and_then(|t| t.metadata.as_ref())
+                        .and_then(|m| m.annotations.as_ref())
+                        .and_then(|a| a.get(labels::ISTIO_SIDECAR_INJECT).cloned())
+                })
+                .collect::<Vec<_>>()
+        };
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(annotation(None, None), [s("false"), None]);
+        assert_eq!(annotation(None, Some("true")), [s("false"), s("true")]);
+        assert_eq!(annotation(Some("true"), None), [s("true"), None]);
     }
 
     /// Upstream's DCD generation: worker-class components of a graph with an EPP component

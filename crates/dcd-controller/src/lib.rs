@@ -104,6 +104,11 @@
 //! | frontend | `python3 -m dynamo.frontend` | `http` 8000 | liveness `/live` (15 s delay, 10 s period, 1 s timeout, 3 failures), readiness `/health` (10/10/3/3) on `http` | `DYNAMO_PORT`, `DYN_HTTP_PORT` = 8000, `DYN_NAMESPACE_PREFIX` |
 //! | worker, prefill, decode | | `system` 9090, `nixl` 19090 | liveness `/live` (5 s, 4 s, 1), readiness `/health` (10 s, 4 s, 3), startup `/live` (10 s, 5 s, 720) on `system` | `DYN_SYSTEM_ENABLED`, `DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS`, `DYN_SYSTEM_PORT`, `DYN_HEALTH_CHECK_ENABLED=false`, `NIXL_TELEMETRY_*`, `DYN_FORWARDPASS_METRIC_PORT=20380` (forward-pass metrics base port; env only, no container port), `DYN_NAMESPACE_WORKER_SUFFIX` (worker hash) |
 //! | planner | | `metrics` 9085, `system` 9090 | as workers | `PLANNER_PROMETHEUS_PORT`, `DYN_SYSTEM_PORT` |
+//! | epp | none (the image's entrypoint); with `eppConfig` (legacy Go EPP) the pool, gRPC and `--config-file` flags | `grpc` 9002, `grpc-health` 9003, `metrics` 9090 | gRPC on 9003, service `inference-extension`: liveness and readiness (5 s delay, 10 s period), startup (10 s period, 180 failures) | `USE_STREAMING`, `RUST_LOG=info`, `DYN_ENFORCE_DISAGG=false`, `DYN_NAMESPACE_PREFIX`; `HOME=/home/dynamo` for the native EPP |
+//!
+//! The pod itself is rendered by `pod-render`, the same function the Grove pathway calls (see
+//! its docs for the compilation cache, the EPP's volumes, service account and grace period,
+//! and `frontendSidecar`).
 //!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
@@ -131,8 +136,8 @@
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
 //! credentials, ingress and Istio VirtualService, a ServiceAccount chosen by the
 //! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef`,
-//! `compilationCache`, `frontendSidecar`, `dynamoSidecar`, GPU memory service
-//! and failover, checkpoint restore, EPP-specific defaults, runtime-version-gated defaults
+//! `dynamoSidecar`, GPU memory service and failover, checkpoint restore, runtime-version-gated
+//! defaults
 //! (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from runtime 1.6, canary health
 //! checks from 1.5: the conformance images are older), backend-specific multinode wiring
 //! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker

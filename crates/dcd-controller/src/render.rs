@@ -22,15 +22,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
-use pod_render::{HTTP_PORT, HTTP_PORT_NAME, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME};
+use pod_render::{
+    Backend, HTTP_PORT, HTTP_PORT_NAME, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
+};
 use serde_json::{Value, json};
 
 // --- names and values that are part of the compatibility contract ---------------------------
-
-/// gRPC port of an EPP component's Service.
-pub const EPP_GRPC_PORT: i32 = 9002;
-/// Port name of an EPP component's gRPC port.
-pub const EPP_GRPC_PORT_NAME: &str = "grpc";
 
 /// Rolling-update `maxSurge` and `maxUnavailable` unless the annotations set them.
 pub const DEFAULT_ROLLING_UPDATE: &str = "25%";
@@ -528,6 +525,8 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity) -> PodSpec {
         worker_hash: id.worker_hash.as_deref(),
         annotations: &id.annotations,
         kube_discovery: id.kube_discovery(),
+        backend: Backend::detect(&dcd.spec.component, dcd.spec.backend_framework)
+            .unwrap_or(Backend::None),
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
@@ -550,9 +549,9 @@ fn service(dcd: &DynamoComponentDeployment, id: &Identity) -> Option<Service> {
             ..Default::default()
         },
         "epp" => ServicePort {
-            name: Some(EPP_GRPC_PORT_NAME.into()),
-            port: EPP_GRPC_PORT,
-            target_port: Some(IntOrString::Int(EPP_GRPC_PORT)),
+            name: Some(epp::GRPC_PORT_NAME.into()),
+            port: epp::GRPC_PORT,
+            target_port: Some(IntOrString::Int(epp::GRPC_PORT)),
             protocol: Some("TCP".into()),
             app_protocol: Some("http2".into()),
             ..Default::default()

@@ -267,8 +267,8 @@ fn desired(mut object: Value) -> Value {
 mod tests {
     use super::*;
 
-    /// The conformance manifests (both pathways for v1beta1) and the examples, rendered, equal
-    /// their golden files in `tests/golden/render/`. `UPDATE_GOLDEN=1` rewrites them; review
+    /// The conformance manifests (both pathways for v1beta1), the examples and a few upstream
+    /// examples, rendered, equal their golden files in `tests/golden/render/`. `UPDATE_GOLDEN=1` rewrites them; review
     /// the diff.
     #[tokio::test]
     async fn renders_equal_their_golden_files() {
@@ -285,6 +285,13 @@ mod tests {
         }
         for path in testkit::testdata::yaml_files(root.join("../../examples")) {
             cases.push((path, None));
+        }
+        // Upstream examples of features the conformance set lacks: the legacy EPP.
+        let upstream_examples = ["examples__backends__vllm__deploy__gaie__v1beta1__agg.yaml"];
+        for name in upstream_examples {
+            let path = testkit::testdata::path("upstream-examples").join(name);
+            cases.push((path.clone(), None));
+            cases.push((path, Some(Provider::Grove)));
         }
         let mut wrong = Vec::new();
         for (file, provider) in cases {

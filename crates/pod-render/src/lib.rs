@@ -11,16 +11,20 @@
 //!    merged, a user probe replaces the default probe, env vars merged by name and sorted);
 //! 3. the pod-level defaults (termination grace, restart policy, `fsGroup`, the planner's
 //!    ServiceAccount) under the user's pod spec;
-//! 4. the discovery ServiceAccount, the `/dev/shm` volume, the topology wiring of
-//!    KV-transfer-aware workers ([`volumes`]), the user's other containers after `main`, the
-//!    `default` ServiceAccount when none is named, and discovered image pull secrets.
+//! 4. the discovery ServiceAccount; the volumes: the compilation cache ([`cache`]), the EPP's
+//!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
+//!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
+//!    `frontendSidecar` container with the frontend's defaults; the `default` ServiceAccount
+//!    when none is named, and discovered image pull secrets.
 //!
 //! What is pathway-specific stays with the pathway: labels and annotations of the pod
 //! template, and the multinode launch wiring.
 
-pub mod backend;
+pub mod cache;
+pub mod epp;
 pub mod merge;
 pub mod parts;
+mod sidecar;
 pub mod volumes;
 
 use std::collections::BTreeMap;
@@ -31,7 +35,7 @@ use api::v1beta1::{ComponentType, KvTransferPolicy, MAIN_CONTAINER_NAME};
 use k8s_openapi::api::core::v1::{Container, LocalObjectReference, PodSecurityContext, PodSpec};
 use serde_json::Value;
 
-pub use backend::Backend;
+pub use api::backend::{self, Backend};
 pub use merge::merge_envs;
 use parts::{env, field_env, http_probe, port};
 
@@ -94,6 +98,8 @@ pub struct PodInput<'a> {
     pub annotations: &'a BTreeMap<String, String>,
     /// Kubernetes discovery is on.
     pub kube_discovery: bool,
+    /// The component's inference backend (the compilation cache's defaults depend on it).
+    pub backend: Backend,
     /// The graph's env, under main's own (main's entries win).
     pub graph_env: &'a [k8s_openapi::api::core::v1::EnvVar],
     /// KV transfer policy and ClusterTopology domains, for workers that get topology wiring.
@@ -127,11 +133,19 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     let user_main = user_main(input);
     let mut main = merge::merge_container(base_container(input), user_main.as_ref());
 
+    let epp = component.r#type == Some(ComponentType::Epp);
     let base = PodSpec {
-        termination_grace_period_seconds: Some(DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS),
+        termination_grace_period_seconds: Some(if epp {
+            epp::TERMINATION_GRACE_PERIOD_SECONDS
+        } else {
+            DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+        }),
         restart_policy: Some("Always".into()),
-        service_account_name: (component.r#type == Some(ComponentType::Planner))
-            .then(|| labels::PLANNER_SERVICE_ACCOUNT.to_string()),
+        service_account_name: match component.r#type {
+            Some(ComponentType::Planner) => Some(labels::PLANNER_SERVICE_ACCOUNT.to_string()),
+            Some(ComponentType::Epp) => Some(labels::EPP_SERVICE_ACCOUNT.to_string()),
+            _ => None,
+        },
         ..Default::default()
     };
     let mut spec = match user_spec {
@@ -162,11 +176,26 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     {
         spec.service_account_name = Some(discovery_service_account(graph));
     }
-    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
+    if let Some(cache) = &component.compilation_cache {
+        cache::apply(&mut spec, &mut main, cache, input.backend);
+    }
+    if epp {
+        epp::volumes(
+            &mut spec,
+            &mut main,
+            component,
+            input.graph.unwrap_or_default(),
+        );
+    }
     if let Some((policy, domains)) = input.kv_transfer {
         volumes::topology_wiring(&mut spec, &mut main, policy, domains);
     }
+    let main_mounts = main.volume_mounts.clone().unwrap_or_default();
+    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
     spec.containers = std::iter::once(main).chain(sidecars).collect();
+    if let Some(name) = &component.frontend_sidecar {
+        sidecar::frontend(&mut spec, input, name, &main_mounts);
+    }
     if unnamed(&spec) {
         spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
     }
@@ -203,10 +232,26 @@ fn user_main(input: &PodInput<'_>) -> Option<Container> {
 
 /// The operator's defaults for the `main` container of the component's type.
 pub fn base_container(input: &PodInput<'_>) -> Container {
+    defaults(
+        input,
+        input.component.r#type,
+        input.component_type,
+        MAIN_CONTAINER_NAME,
+    )
+}
+
+/// The operator's defaults for a container named `name` running a component of type `type_`
+/// (rendered into env as `component_type`).
+pub(crate) fn defaults(
+    input: &PodInput<'_>,
+    type_: Option<ComponentType>,
+    component_type: &str,
+    name: &str,
+) -> Container {
     use env_names::*;
     let mut vars = vec![
         env(DYN_NAMESPACE, input.dynamo_namespace),
-        env(DYN_COMPONENT, input.component_type),
+        env(DYN_COMPONENT, component_type),
         env("DYN_PARENT_DGD_K8S_NAME", input.graph.unwrap_or_default()),
         env("DYN_PARENT_DGD_K8S_NAMESPACE", input.namespace),
         field_env("POD_NAME", "metadata.name"),
@@ -222,15 +267,15 @@ pub fn base_container(input: &PodInput<'_>) -> Container {
         .map(String::as_str)
         == Some("container")
     {
-        vars.push(env("CONTAINER_NAME", MAIN_CONTAINER_NAME));
+        vars.push(env("CONTAINER_NAME", name));
         vars.push(env("DYN_KUBE_DISCOVERY_MODE", "container"));
     }
     let mut container = Container {
-        name: MAIN_CONTAINER_NAME.into(),
+        name: name.into(),
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         ..Default::default()
     };
-    match input.component.r#type {
+    match type_ {
         Some(ComponentType::Frontend) => {
             container.command = Some(vec!["python3".into()]);
             container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
@@ -277,7 +322,15 @@ pub fn base_container(input: &PodInput<'_>) -> Container {
                 env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
             ]);
         }
-        Some(ComponentType::Epp) | None => {}
+        Some(ComponentType::Epp) => epp::container(
+            &mut container,
+            &mut vars,
+            input.component,
+            input.graph.unwrap_or_default(),
+            input.namespace,
+            input.dynamo_namespace,
+        ),
+        None => {}
     }
     container.env = Some(vars);
     container

@@ -2,13 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use api::v1beta1::MAIN_CONTAINER_NAME;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use serde_json::Value;
 
-/// The user's `main` container over the defaults: every field the user sets wins (lists are
-/// replaced whole, objects merged), a user probe replaces the default probe, and env vars are
-/// merged by name (user wins) and sorted by name.
+/// The user's container over the defaults `base` (named as `base` is): every field the user
+/// sets wins (lists are replaced whole, objects merged), a user probe replaces the default
+/// probe, and env vars are merged by name (user wins) and sorted by name.
 pub fn merge_container(mut base: Container, user: Option<&Container>) -> Container {
     let Some(user) = user else {
         base.env = base.env.map(|e| merge_envs(e, Vec::new()));
@@ -28,8 +27,9 @@ pub fn merge_container(mut base: Container, user: Option<&Container>) -> Contain
         }
     }
     merge(&mut target, &patch);
+    let name = base.name.clone();
     let mut merged: Container = serde_json::from_value(target).unwrap_or(fallback);
-    merged.name = MAIN_CONTAINER_NAME.into();
+    merged.name = name;
     let env = merge_envs(base_env, user.env.clone().unwrap_or_default());
     merged.env = (!env.is_empty()).then_some(env);
     merged

@@ -27,7 +27,7 @@ pub const TOPOLOGY_LABEL_PREFIX: &str = "nvidia.com/dynamo-topology.";
 
 /// Put `volume` into the pod (replacing one of its name) and mount it into `main` at `path`
 /// (replacing a mount of the same name or path).
-fn attach(spec: &mut PodSpec, main: &mut Container, volume: Volume, mount: VolumeMount) {
+pub(crate) fn attach(spec: &mut PodSpec, main: &mut Container, volume: Volume, mount: VolumeMount) {
     let volumes = spec.volumes.get_or_insert_with(Vec::new);
     volumes.retain(|v| v.name != volume.name);
     volumes.push(volume);

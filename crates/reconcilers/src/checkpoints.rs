@@ -553,12 +553,14 @@ mod tests {
             main.command = Some(command.iter().map(|s| s.to_string()).collect());
             c
         };
-        let cases: [(
-            &str,
+        // (case, graph backendFramework, worker command, identity backend or error text)
+        type Row = (
+            &'static str,
             Option<BackendFramework>,
-            &[&str],
-            Result<BackendFramework, &str>,
-        ); 5] = [
+            &'static [&'static str],
+            Result<BackendFramework, &'static str>,
+        );
+        let cases: [Row; 5] = [
             (
                 "graph only",
                 Some(BackendFramework::Sglang),

@@ -33,14 +33,14 @@ use crate::child::{self, Ownership};
 use crate::error::{Error, Result};
 use crate::naming;
 
-/// Key of the EPP configuration in the ConfigMap.
-pub const CONFIG_KEY: &str = "epp-config-dynamo.yaml";
+/// Key of the EPP configuration in the ConfigMap (the file the EPP pod reads).
+pub const CONFIG_KEY: &str = pod_render::epp::CONFIG_FILE;
 /// Port of the workers the InferencePool targets (the Dynamo HTTP port).
 pub const TARGET_PORT: i64 = 8000;
 /// gRPC port of the EPP Service.
-pub const EPP_GRPC_PORT: i64 = 9002;
+pub const EPP_GRPC_PORT: i64 = pod_render::epp::GRPC_PORT as i64;
 /// API group of InferencePool.
-pub const INFERENCE_POOL_GROUP: &str = "inference.networking.k8s.io";
+pub use pod_render::epp::INFERENCE_POOL_GROUP;
 
 /// The `inference.networking.k8s.io/v1` InferencePool resource.
 pub fn inference_pool_resource() -> ApiResource {

@@ -102,15 +102,9 @@ pub fn resource_claim_template_name(dgd_name: &str, component: &str) -> String {
     format!("{dgd_name}-{}-gpu", component.to_lowercase())
 }
 
-/// `<dgd>-epp-config`: the ConfigMap holding the legacy EPP's inline `eppConfig.config`.
-pub fn epp_config_map_name(dgd_name: &str) -> String {
-    format!("{dgd_name}-epp-config")
-}
-
-/// `<dgd>-pool`: the InferencePool of a graph with an EPP component.
-pub fn inference_pool_name(dgd_name: &str) -> String {
-    format!("{dgd_name}-pool")
-}
+/// `<dgd>-epp-config` (the legacy EPP's inline configuration) and `<dgd>-pool` (the
+/// InferencePool), defined with the EPP pod that mounts and names them.
+pub use pod_render::epp::{epp_config_map_name, inference_pool_name};
 
 /// `<dgd>-wait-leader-script`: the ConfigMap with the wait-for-leader script of multinode
 /// workers.

@@ -169,6 +169,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 worker_hash: worker_hash.as_deref(),
                 annotations: &annotations,
                 kube_discovery,
+                backend,
                 graph_env: &dgd.spec.env,
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
                 pull_secrets: &pull_secrets,

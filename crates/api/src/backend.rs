@@ -2,8 +2,8 @@
 //! (`python… -m dynamo.<backend>`), else the graph's `backendFramework` (upstream's
 //! detection).
 
-use api::v1beta1::ComponentType;
-use api::{BackendFramework, DynamoComponentDeploymentSharedSpec};
+use crate::v1beta1::ComponentType;
+use crate::{BackendFramework, DynamoComponentDeploymentSharedSpec};
 
 /// The inference backend of a component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +85,7 @@ impl From<BackendFramework> for Backend {
 
 /// Whether the command line runs `python… [...] -m [...] <module>[...]` (no shell operator in
 /// between), upstream's detection pattern.
-pub(crate) fn runs_module(line: &[String], module: &str) -> bool {
+pub fn runs_module(line: &[String], module: &str) -> bool {
     let joined = line.join(" ");
     let words: Vec<&str> = joined.split_whitespace().collect();
     words.iter().enumerate().any(|(i, w)| {
