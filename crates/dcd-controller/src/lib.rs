@@ -157,5 +157,7 @@ pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
 };
-pub use render::{Rendered, Workload, applied_replicas, held_replicas, hold_replicas, render};
+pub use render::{
+    Rendered, Workload, applied_replicas, held_replicas, hold_replicas, render, render_with,
+};
 pub use status::{deployment_ready, leader_worker_set_ready};

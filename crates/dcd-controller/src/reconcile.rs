@@ -19,9 +19,11 @@ use kit::{
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
+use pod_render::Infrastructure;
+
 use crate::render::{
     Identity, Workload, applied_replicas, engine_gpus, held_replicas, hold_replicas,
-    leader_worker_set_resource, render, service_name,
+    leader_worker_set_resource, render_with, service_name,
 };
 use crate::status::{
     REASON_DEPLOYMENT_NOT_READY, REASON_DEPLOYMENT_READY, REASON_LEADER_WORKER_SET_NOT_READY,
@@ -161,6 +163,7 @@ pub struct DcdReconciler {
     reader: Arc<dyn kit::Reader>,
     writer: Arc<dyn kit::Writer>,
     leader_worker_set: bool,
+    infrastructure: Infrastructure,
 }
 
 impl DcdReconciler {
@@ -172,7 +175,14 @@ impl DcdReconciler {
             reader,
             writer,
             leader_worker_set: false,
+            infrastructure: Infrastructure::default(),
         }
+    }
+
+    /// The operator's infrastructure endpoints, rendered as env into every pod.
+    pub fn with_infrastructure(mut self, infrastructure: Infrastructure) -> Self {
+        self.infrastructure = infrastructure;
+        self
     }
 
     /// The cluster serves `leaderworkerset.x-k8s.io/v1` (the operator checks discovery at
@@ -200,7 +210,7 @@ impl DcdReconciler {
         }
 
         let identity = Identity::resolve(dcd);
-        let mut rendered = render(dcd);
+        let mut rendered = render_with(dcd, &self.infrastructure);
         if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {
             let live = match self.live_replicas(dcd, &rendered.workload).await {
                 Ok(live) => live,

@@ -23,7 +23,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
 use pod_render::{
-    Backend, HTTP_PORT, HTTP_PORT_NAME, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
+    Backend, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME,
+    epp,
 };
 use serde_json::{Value, json};
 
@@ -100,13 +101,20 @@ impl Role {
     }
 }
 
-/// Render the objects `dcd` wants. Pure and deterministic.
+/// Render the objects `dcd` wants, with no operator infrastructure settings. Pure and
+/// deterministic.
 pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
+    render_with(dcd, &Infrastructure::default())
+}
+
+/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env. Pure
+/// and deterministic.
+pub fn render_with(dcd: &DynamoComponentDeployment, infrastructure: &Infrastructure) -> Rendered {
     let identity = Identity::resolve(dcd);
     let workload = if identity.nodes > 1 {
-        Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity)))
+        Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity, infrastructure)))
     } else {
-        Workload::Deployment(Box::new(deployment(dcd, &identity)))
+        Workload::Deployment(Box::new(deployment(dcd, &identity, infrastructure)))
     };
     Rendered {
         workload,
@@ -365,7 +373,11 @@ fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
 
 // --- workloads -------------------------------------------------------------------------------
 
-fn deployment(dcd: &DynamoComponentDeployment, id: &Identity) -> Deployment {
+fn deployment(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    infrastructure: &Infrastructure,
+) -> Deployment {
     let strategy = if id
         .annotations
         .get(labels::DEPLOYMENT_STRATEGY)
@@ -412,7 +424,7 @@ fn deployment(dcd: &DynamoComponentDeployment, id: &Identity) -> Deployment {
                 )])),
                 ..Default::default()
             },
-            template: pod_template(dcd, id, Role::Main),
+            template: pod_template(dcd, id, Role::Main, infrastructure),
             strategy: Some(strategy),
             ..Default::default()
         }),
@@ -420,9 +432,13 @@ fn deployment(dcd: &DynamoComponentDeployment, id: &Identity) -> Deployment {
     }
 }
 
-fn leader_worker_set(dcd: &DynamoComponentDeployment, id: &Identity) -> DynamicObject {
+fn leader_worker_set(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    infrastructure: &Infrastructure,
+) -> DynamicObject {
     let template = |role: Role| {
-        let mut t = pod_template(dcd, id, role);
+        let mut t = pod_template(dcd, id, role, infrastructure);
         if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             labels.remove(labels::SELECTOR);
         }
@@ -468,6 +484,7 @@ pub(crate) fn pod_template(
     dcd: &DynamoComponentDeployment,
     id: &Identity,
     role: Role,
+    infrastructure: &Infrastructure,
 ) -> PodTemplateSpec {
     let mut labels = id.labels.clone();
     if id
@@ -511,11 +528,15 @@ pub(crate) fn pod_template(
             annotations: non_empty(annotations),
             ..Default::default()
         }),
-        spec: Some(pod_spec(dcd, id)),
+        spec: Some(pod_spec(dcd, id, infrastructure)),
     }
 }
 
-fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity) -> PodSpec {
+fn pod_spec(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    infrastructure: &Infrastructure,
+) -> PodSpec {
     pod_render::pod_spec(&PodInput {
         graph: id.graph.as_deref(),
         namespace: id.namespace.as_deref().unwrap_or_default(),
@@ -530,6 +551,7 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity) -> PodSpec {
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
+        infrastructure,
     })
 }
 

@@ -174,6 +174,33 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_MANAGE_CRD_CONVERSION", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub manage_crd_conversion: bool,
 
+    /// NATS address every Dynamo container gets as `NATS_SERVER` (unset: none; a user env of
+    /// that name wins).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_NATS_ADDRESS",
+        alias = "natsAddr",
+        global = true
+    )]
+    pub nats_address: Option<String>,
+
+    /// etcd endpoints every Dynamo container gets as `ETCD_ENDPOINTS` (unset: none).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_ETCD_ADDRESS",
+        alias = "etcdAddr",
+        global = true
+    )]
+    pub etcd_address: Option<String>,
+
+    /// Model Express URL every Dynamo container gets as `MODEL_EXPRESS_URL` (unset: none).
+    #[arg(long, env = "DYNAMO_OPERATOR_MODEL_EXPRESS_URL", global = true)]
+    pub model_express_url: Option<String>,
+
+    /// Prometheus endpoint every Dynamo container gets as `PROMETHEUS_ENDPOINT` (unset: none).
+    #[arg(long, env = "DYNAMO_OPERATOR_PROMETHEUS_ENDPOINT", global = true)]
+    pub prometheus_endpoint: Option<String>,
+
     /// Concurrent reconciles of DynamoGraphDeployments.
     #[arg(
         long,
@@ -212,6 +239,16 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The infrastructure endpoints rendered as env into every Dynamo pod.
+    pub fn infrastructure(&self) -> pod_render::Infrastructure {
+        pod_render::Infrastructure {
+            nats_address: self.nats_address.clone(),
+            etcd_address: self.etcd_address.clone(),
+            model_express_url: self.model_express_url.clone(),
+            prometheus_endpoint: self.prometheus_endpoint.clone(),
+        }
+    }
+
     /// The identity this replica claims the Lease with.
     pub fn identity(&self) -> String {
         self.identity

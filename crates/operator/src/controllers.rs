@@ -366,6 +366,7 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         writer,
         w.served.leader_worker_sets,
         w.served.pod_clique_sets,
+        &w.args.infrastructure(),
     );
 
     // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
@@ -413,6 +414,7 @@ pub fn root(
     writer: Arc<dyn Writer>,
     leader_worker_sets: bool,
     pod_clique_sets: bool,
+    infrastructure: &pod_render::Infrastructure,
 ) -> root::Root {
     let component = component_program::ComponentProgram::new(
         reader.clone(),
@@ -422,11 +424,9 @@ pub fn root(
             ..Default::default()
         },
     );
-    let grove = grove_program::GroveProgram::new(
-        reader,
-        writer.clone(),
-        grove_program::GroveConfig::default(),
-    );
+    let mut grove_config = grove_program::GroveConfig::default();
+    grove_config.render.infrastructure = infrastructure.clone();
+    let grove = grove_program::GroveProgram::new(reader, writer.clone(), grove_config);
     root::Root::new(
         writer,
         Arc::new(component),
@@ -445,7 +445,8 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
-    let mut reconciler = dcd_controller::DcdReconciler::new(reader, writer);
+    let mut reconciler = dcd_controller::DcdReconciler::new(reader, writer)
+        .with_infrastructure(w.args.infrastructure());
     if w.served.leader_worker_sets {
         reconciler = reconciler.with_leader_worker_set();
     }

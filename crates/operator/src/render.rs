@@ -151,7 +151,13 @@ async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<V
     let dgd = double.insert(dgd);
     let (namespace, name) = (dgd.metadata.namespace.clone(), dgd.metadata.name.clone());
     let name = name.context("the graph has no metadata.name")?;
-    let root = crate::controllers::root(double.reader(), double.writer(), lws, true);
+    let root = crate::controllers::root(
+        double.reader(),
+        double.writer(),
+        lws,
+        true,
+        &pod_render::Infrastructure::default(),
+    );
     let mut dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer());
     if lws {
         dcds = dcds.with_leader_worker_set();

@@ -19,7 +19,7 @@ use crate::parts::env;
 use crate::volumes::attach;
 
 /// vLLM's default compilation cache path.
-pub const DEFAULT_VLLM_PATH: &str = "/root/.cache/vllm";
+pub const DEFAULT_VLLM_PATH: &str = "/root/.cache/vllm"; // path inside the container
 /// vLLM's cache root env var.
 pub const VLLM_CACHE_ROOT: &str = "VLLM_CACHE_ROOT";
 

@@ -35,7 +35,7 @@ pub const PROBE_SERVICE: &str = "inference-extension";
 /// `terminationGracePeriodSeconds` of EPP pods unless the user sets one.
 pub const TERMINATION_GRACE_PERIOD_SECONDS: i64 = 130;
 /// `HOME` of the native EPP.
-pub const NATIVE_HOME: &str = "/home/dynamo";
+pub const NATIVE_HOME: &str = "/home/dynamo"; // path inside the container
 /// Name of the native EPP's Hugging Face cache volume.
 pub const HF_CACHE_VOLUME: &str = "hf-cache";
 /// Name of the legacy EPP's configuration volume.

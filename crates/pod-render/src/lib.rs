@@ -22,6 +22,7 @@
 
 pub mod cache;
 pub mod epp;
+pub mod infrastructure;
 pub mod merge;
 pub mod parts;
 mod sidecar;
@@ -36,6 +37,7 @@ use k8s_openapi::api::core::v1::{Container, LocalObjectReference, PodSecurityCon
 use serde_json::Value;
 
 pub use api::backend::{self, Backend};
+pub use infrastructure::Infrastructure;
 pub use merge::merge_envs;
 use parts::{env, field_env, http_probe, port};
 
@@ -106,6 +108,8 @@ pub struct PodInput<'a> {
     pub kv_transfer: Option<(&'a KvTransferPolicy, &'a [String])>,
     /// Image pull secrets discovered for the main image (used when the user names none).
     pub pull_secrets: &'a [String],
+    /// The operator's infrastructure endpoints (env of every Dynamo container).
+    pub infrastructure: &'a Infrastructure,
 }
 
 /// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
@@ -261,6 +265,7 @@ pub(crate) fn defaults(
     if input.kube_discovery {
         vars.push(env(DYN_DISCOVERY_BACKEND, "kubernetes"));
     }
+    vars.extend(input.infrastructure.env());
     if input
         .annotations
         .get(labels::DYNAMO_KUBE_DISCOVERY_MODE)

@@ -93,6 +93,7 @@ fn render(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> 
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
+        infrastructure: &Infrastructure::default(),
     })
 }
 
@@ -133,10 +134,10 @@ fn epp_pods_follow_the_native_and_legacy_contracts() {
     // Native: HOME pinned, hf-cache emptyDir under it, no args, no command.
     let spec = render(&epp(None), Backend::None);
     let main = &spec.containers[0];
-    assert_eq!(env_of(main, "HOME").as_deref(), Some("/home/dynamo"));
+    assert_eq!(env_of(main, "HOME").as_deref(), Some(epp::NATIVE_HOME));
     assert_eq!(
         mount(main, "hf-cache").map(|m| m.mount_path.as_str()),
-        Some("/home/dynamo/.cache")
+        Some(format!("{}/.cache", epp::NATIVE_HOME).as_str())
     );
     assert!(volume(&spec, "hf-cache").is_some_and(|v| v.empty_dir.is_some()));
     assert!(volume(&spec, "epp-config").is_none());
@@ -284,15 +285,15 @@ fn compilation_cache_per_backend() {
             "vllm default path",
             None,
             Backend::Vllm,
-            Some("/root/.cache/vllm"),
-            Some("/root/.cache/vllm"),
+            Some(cache::DEFAULT_VLLM_PATH),
+            Some(cache::DEFAULT_VLLM_PATH),
         ),
         (
             "vllm empty path",
             Some(""),
             Backend::Vllm,
-            Some("/root/.cache/vllm"),
-            Some("/root/.cache/vllm"),
+            Some(cache::DEFAULT_VLLM_PATH),
+            Some(cache::DEFAULT_VLLM_PATH),
         ),
         (
             "vllm custom path",
@@ -383,6 +384,11 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         labels::DYNAMO_KUBE_DISCOVERY_MODE.to_string(),
         "container".to_string(),
     )]);
+    let infrastructure = Infrastructure {
+        nats_address: Some("nats://nats:4222".into()),
+        etcd_address: Some("http://etcd:2379".into()),
+        ..Default::default()
+    };
     let spec = pod_spec(&PodInput {
         graph: Some("dgd"),
         namespace: "ns",
@@ -396,6 +402,7 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
+        infrastructure: &infrastructure,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -422,6 +429,8 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         ("DYN_HTTP_PORT", Some("8000")),
         ("CONTAINER_NAME", Some("frontend")),
         ("ETCD_ENDPOINTS", Some("mine")),
+        ("NATS_SERVER", Some("nats://nats:4222")),
+        ("MODEL_EXPRESS_URL", None),
         ("DYN_NAMESPACE_WORKER_SUFFIX", None),
         ("VLLM_CACHE_ROOT", None),
     ] {
@@ -431,5 +440,60 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
     assert!(mount(sidecar, "shared-memory").is_none(), "not /dev/shm");
     let main = &spec.containers[0];
     assert_eq!(env_of(main, "CONTAINER_NAME").as_deref(), Some("main"));
+    assert_eq!(
+        env_of(main, "ETCD_ENDPOINTS").as_deref(),
+        Some("http://etcd:2379")
+    );
     assert_eq!(env_of(main, "DYN_COMPONENT").as_deref(), Some("worker"));
+}
+
+/// Upstream's infrastructure env rows (graph_test.go): each setting only when set, on every
+/// component type, a user value of the same name wins, the list stays sorted.
+#[test]
+fn infrastructure_env_on_every_component() {
+    let infrastructure = Infrastructure {
+        nats_address: Some("nats://n:4222".into()),
+        etcd_address: Some(String::new()),
+        model_express_url: Some("http://mx:8001".into()),
+        prometheus_endpoint: Some("http://prom:9090".into()),
+    };
+    let annotations = BTreeMap::new();
+    for t in [
+        ComponentType::Frontend,
+        ComponentType::Worker,
+        ComponentType::Planner,
+        ComponentType::Epp,
+    ] {
+        let mut main = container("main");
+        main.env = Some(vec![parts::env("PROMETHEUS_ENDPOINT", "http://mine")]);
+        let c = component(t, vec![main]);
+        let spec = pod_spec(&PodInput {
+            graph: Some("dgd"),
+            namespace: "ns",
+            component: &c,
+            component_type: t.as_str(),
+            dynamo_namespace: "ns-dgd",
+            worker_hash: None,
+            annotations: &annotations,
+            kube_discovery: false,
+            backend: Backend::None,
+            graph_env: &[],
+            kv_transfer: None,
+            pull_secrets: &[],
+            infrastructure: &infrastructure,
+        });
+        let main = &spec.containers[0];
+        for (name, value) in [
+            ("NATS_SERVER", Some("nats://n:4222")),
+            ("ETCD_ENDPOINTS", None),
+            ("MODEL_EXPRESS_URL", Some("http://mx:8001")),
+            ("PROMETHEUS_ENDPOINT", Some("http://mine")),
+        ] {
+            assert_eq!(env_of(main, name).as_deref(), value, "{t:?} {name}");
+        }
+        let names: Vec<&str> = main.env.iter().flatten().map(|e| e.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted, "{t:?}");
+    }
 }

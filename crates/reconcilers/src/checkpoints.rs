@@ -542,14 +542,7 @@ mod tests {
     fn identity_backend_from_the_graph_or_the_command() {
         let with_command = |command: &[&str]| {
             let mut c = component("w", ComponentType::Worker);
-            let main = &mut c
-                .pod_template
-                .as_mut()
-                .unwrap()
-                .spec
-                .as_mut()
-                .unwrap()
-                .containers[0];
+            let main = c.main_container_mut().unwrap();
             main.command = Some(command.iter().map(|s| s.to_string()).collect());
             c
         };

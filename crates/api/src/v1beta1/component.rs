@@ -207,6 +207,17 @@ impl DynamoComponentDeploymentSharedSpec {
             .iter()
             .find(|c| c.name == MAIN_CONTAINER_NAME)
     }
+
+    /// The container named `main` of the pod template, to change it.
+    pub fn main_container_mut(&mut self) -> Option<&mut k8s_openapi::api::core::v1::Container> {
+        self.pod_template
+            .as_mut()?
+            .spec
+            .as_mut()?
+            .containers
+            .iter_mut()
+            .find(|c| c.name == MAIN_CONTAINER_NAME)
+    }
 }
 
 /// Marker: its presence opts a component into the DynamoGraphDeploymentScalingAdapter.

@@ -107,6 +107,8 @@ pub struct Settings {
     pub termination_delay: Option<String>,
     /// Discovery backend of graphs that do not choose one.
     pub discovery: Discovery,
+    /// The operator's infrastructure endpoints, rendered as env into every pod.
+    pub infrastructure: pod_render::Infrastructure,
 }
 
 impl Default for Settings {
@@ -116,6 +118,7 @@ impl Default for Settings {
         Settings {
             termination_delay: Some(DEFAULT_TERMINATION_DELAY.into()),
             discovery: Discovery::Kubernetes,
+            infrastructure: pod_render::Infrastructure::default(),
         }
     }
 }

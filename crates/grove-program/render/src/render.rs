@@ -173,6 +173,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 graph_env: &dgd.spec.env,
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
                 pull_secrets: &pull_secrets,
+                infrastructure: &inputs.settings.infrastructure,
             };
             let spec = pod::pod_spec(&input, role.role, backend);
             let min_available = if multinode {
