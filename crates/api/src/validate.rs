@@ -576,6 +576,12 @@ fn component(
                 Rule::DynamoSidecar,
                 "cannot be combined with experimental.gpuMemoryService or failover",
             );
+        } else {
+            // Refused rather than accepted and ignored until the runtime sidecar is rendered.
+            v.at(&path).push(
+                Rule::DynamoSidecar,
+                "is not supported by this operator version (the runtime sidecar is not rendered yet)",
+            );
         }
     }
 
@@ -1106,6 +1112,28 @@ mod tests {
                 (got, want) => panic!("{framework:?} {path:?}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// A well-formed `dynamoSidecar` is refused, naming the field, until it is rendered.
+    #[test]
+    fn dynamo_sidecar_is_refused_until_rendered() {
+        let mut w = component("worker", ComponentType::Worker);
+        w.dynamo_sidecar = Some("runtime".into());
+        let spec = w.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
+        spec.init_containers = Some(vec![k8s_openapi::api::core::v1::Container {
+            name: "runtime".into(),
+            image: Some("rt:1".into()),
+            restart_policy: Some("Always".into()),
+            ..Default::default()
+        }]);
+        let err = validate(&dgd(vec![w])).unwrap_err();
+        let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["spec.components[0].dynamoSidecar"]);
+        assert!(
+            err.to_string()
+                .contains("not supported by this operator version"),
+            "{err}"
+        );
     }
 
     #[test]
