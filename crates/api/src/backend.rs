@@ -5,6 +5,9 @@
 use crate::v1beta1::ComponentType;
 use crate::{BackendFramework, DynamoComponentDeploymentSharedSpec};
 
+/// vLLM's default compilation cache path.
+pub const VLLM_COMPILATION_CACHE_PATH: &str = "/root/.cache/vllm"; // path inside the container
+
 /// The inference backend of a component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
@@ -60,6 +63,12 @@ impl Backend {
                 "multiple backend frameworks detected from the command: {many:?}"
             )),
         }
+    }
+
+    /// Where the backend keeps its compilation cache unless `compilationCache.mountPath` says
+    /// otherwise: vLLM's default; no other backend has one.
+    pub fn compilation_cache_path(self) -> Option<&'static str> {
+        (self == Backend::Vllm).then_some(VLLM_COMPILATION_CACHE_PATH)
     }
 
     /// The framework this backend is, if it is one.

@@ -519,10 +519,12 @@ fn component(
         && c.r#type.is_none_or(ComponentType::is_worker)
     {
         // Only vLLM has a default path; a mismatch of backends is refused elsewhere.
-        let named = match crate::backend::Backend::detect(c, framework) {
-            Ok(crate::backend::Backend::Vllm) | Err(_) => None,
-            Ok(crate::backend::Backend::None) => graph.is_some().then(|| "unknown".to_string()),
-            Ok(other) => Some(format!("{other:?}").to_lowercase()),
+        use crate::backend::Backend;
+        let named = match Backend::detect(c, framework) {
+            Ok(b) if b.compilation_cache_path().is_some() => None,
+            Err(_) => None,
+            Ok(Backend::None) => graph.is_some().then_some("unknown"),
+            Ok(b) => b.framework().map(crate::BackendFramework::as_str),
         };
         if let Some(named) = named {
             v.at(&[Seg::Key("compilationCache"), Seg::Key("mountPath")]).push(

@@ -3,7 +3,7 @@
 //!
 //! | backend | default path | env |
 //! | --- | --- | --- |
-//! | vLLM | [`DEFAULT_VLLM_PATH`] | `VLLM_CACHE_ROOT=<path>`, after every other env var (so it wins over a user value) |
+//! | vLLM | [`Backend::compilation_cache_path`] (`/root/.cache/vllm`) | `VLLM_CACHE_ROOT=<path>`, after every other env var (so it wins over a user value) |
 //! | SGLang, TRT-LLM, unknown | none: `mountPath` is required (validation refuses the graph) | none |
 //!
 //! The volume is named after the PVC; a user volume of that name is kept when it is that
@@ -18,8 +18,6 @@ use crate::Backend;
 use crate::parts::env;
 use crate::volumes::attach;
 
-/// vLLM's default compilation cache path.
-pub const DEFAULT_VLLM_PATH: &str = "/root/.cache/vllm"; // path inside the container
 /// vLLM's cache root env var.
 pub const VLLM_CACHE_ROOT: &str = "VLLM_CACHE_ROOT";
 
@@ -29,7 +27,7 @@ pub fn mount_path(cache: &CompilationCacheConfig, backend: Backend) -> Option<St
         .mount_path
         .clone()
         .filter(|p| !p.is_empty())
-        .or_else(|| (backend == Backend::Vllm).then(|| DEFAULT_VLLM_PATH.to_string()))
+        .or_else(|| backend.compilation_cache_path().map(str::to_string))
 }
 
 /// Mount the cache into `main` and set the backend's env (see the module docs). Without a path

@@ -36,7 +36,7 @@ use crate::naming;
 /// Key of the EPP configuration in the ConfigMap (the file the EPP pod reads).
 pub const CONFIG_KEY: &str = pod_render::epp::CONFIG_FILE;
 /// Port of the workers the InferencePool targets (the Dynamo HTTP port).
-pub const TARGET_PORT: i64 = 8000;
+pub const TARGET_PORT: i64 = pod_render::HTTP_PORT as i64;
 /// gRPC port of the EPP Service.
 pub const EPP_GRPC_PORT: i64 = pod_render::epp::GRPC_PORT as i64;
 /// API group of InferencePool.
