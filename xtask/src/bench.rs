@@ -233,8 +233,8 @@ async fn run_one(
             .map(|i| graphs::gpus(&graphs::graph(templates, i, ""), extra))
             .sum()
     };
-    // Churn adds a replica to components of the N graphs; the soak's graphs run beside them.
-    let peak_gpus = gpus(n, 1) + gpus(soak_graphs, 0);
+    // Churn adds a replica to components of the N graphs; the soak runs after they are deleted.
+    let peak_gpus = gpus(n, 1).max(gpus(soak_graphs, 0));
     let nodes = (((peak_gpus as f64) * 1.1 / GPUS_PER_NODE as f64).ceil() as usize).max(3);
     eprintln!("[bench N={n}] starting a control plane with {nodes} simulated nodes");
     let cp = ControlPlane::start(Options {
@@ -281,7 +281,14 @@ async fn run_one(
         ..Run::default()
     };
     {
-        let mut session = Session::new(client, namespace, &mut operator, audit, graphs, processes);
+        let mut session = Session::new(
+            client,
+            namespace.clone(),
+            &mut operator,
+            audit,
+            graphs,
+            processes,
+        );
         session.settle(Duration::from_secs(60)).await?;
         let idle = process::usage(operator_pid);
         let timeout = Duration::from_secs(180 + 3 * n as u64);
@@ -291,6 +298,7 @@ async fn run_one(
             idle,
             converged,
             after_churn: converged,
+            ..Footprint::default()
         };
         if run.convergence.seconds.is_none() {
             run.failures.push(format!(
@@ -327,6 +335,16 @@ async fn run_one(
         }
     }
     if run.failures.is_empty() && soak.cycles > 0 {
+        // The soak starts from an empty cluster: its cycles then take the time of one
+        // convergence each, and the resident set after deleting the run's graphs says whether
+        // freed memory goes back to the system.
+        let client = cp.client_as("bench", &["system:masters"]);
+        let timeout = Duration::from_secs(180 + 3 * n as u64);
+        eprintln!("[bench N={n}] deleting the run's {n} graphs before the soak");
+        run.footprint.delete_seconds =
+            Some(crate::soak::clear(&client, &namespace, timeout).await?);
+        crate::soak::quiet(operator_pid).await;
+        run.footprint.after_delete = Some(process::usage(operator_pid));
         let ns = cp.namespace().await;
         let plan = crate::soak::Plan {
             cycles: soak.cycles,
@@ -337,7 +355,6 @@ async fn run_one(
             "[bench N={n}] soak: {} cycles of {} graphs",
             plan.cycles, plan.graphs
         );
-        let client = cp.client_as("bench", &["system:masters"]);
         let soaked = crate::soak::run(&client, ns.name(), operator_pid, plan, |cycle, i| {
             let mut g = graphs::graph(templates, i, ns.name()).manifest;
             g["metadata"]["name"] = format!(

@@ -125,16 +125,7 @@ pub async fn run(
         quiet(pid).await;
         let rss_converged_mib = usage(pid).rss_mib;
 
-        let deleting = Instant::now();
-        graphs
-            .delete_collection(&DeleteParams::background(), &ListParams::default())
-            .await
-            .context("deleting the soak graphs")?;
-        wait(plan.timeout, "every soak graph and child gone", || {
-            nothing_left(client, namespace)
-        })
-        .await?;
-        let gone_seconds = deleting.elapsed().as_secs_f64();
+        let gone_seconds = clear(client, namespace, plan.timeout).await?;
         quiet(pid).await;
         let figures = Cycle {
             ready_seconds,
@@ -155,6 +146,21 @@ pub async fn run(
         soak.cycles.push(figures);
     }
     Ok(soak)
+}
+
+/// Deletes every graph of `namespace` and waits until no graph, component, Deployment, Service
+/// or Pod is left there; returns how long that took (seconds).
+pub async fn clear(client: &Client, namespace: &str, timeout: Duration) -> anyhow::Result<f64> {
+    let deleting = Instant::now();
+    crate::cluster::dgds(client, namespace)
+        .delete_collection(&DeleteParams::background(), &ListParams::default())
+        .await
+        .with_context(|| format!("deleting the graphs of {namespace}"))?;
+    wait(timeout, "every graph and child gone", || {
+        nothing_left(client, namespace)
+    })
+    .await?;
+    Ok(deleting.elapsed().as_secs_f64())
 }
 
 async fn apply(graphs: &Api<DynamicObject>, manifest: Value) -> anyhow::Result<()> {
@@ -235,7 +241,7 @@ where
 }
 
 /// Waits until the operator used no CPU for two seconds (at most a minute).
-async fn quiet(pid: u32) {
+pub async fn quiet(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = cpu_seconds(pid);
     let mut still = 0;

@@ -215,6 +215,9 @@ pub struct Footprint {
     pub idle: Usage,
     pub converged: Usage,
     pub after_churn: Usage,
+    /// After the run's graphs were deleted (before the soak), and how long the deletion took.
+    pub after_delete: Option<Usage>,
+    pub delete_seconds: Option<f64>,
 }
 
 fn fmt_s(v: Option<f64>) -> String {
@@ -502,6 +505,16 @@ fn run_markdown(o: &mut String, r: &Run) {
         f.after_churn.peak_rss_mib,
         f.after_churn.cpu_seconds,
     );
+    if let (Some(after), Some(seconds)) = (&f.after_delete, f.delete_seconds) {
+        let _ = writeln!(
+            o,
+            "**After deleting the run's {} graphs** (gone in {seconds:.0} s, before the soak): {:.1} MiB RSS \
+             ({:+.1} MiB against idle).\n",
+            r.n,
+            after.rss_mib,
+            after.rss_mib - f.idle.rss_mib,
+        );
+    }
 
     if let Some(s) = &r.soak {
         let _ = writeln!(
