@@ -78,6 +78,25 @@ pub struct DynamoComponentDeploymentStatus {
 }
 
 impl DynamoComponentDeployment {
+    /// The DynamoGraphDeployment the DCD belongs to: its `nvidia.com/dynamo-graph-deployment-name`
+    /// label, else its DynamoGraphDeployment owner; `None` for a standalone DCD.
+    pub fn graph_name(&self) -> Option<String> {
+        self.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME))
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .or_else(|| {
+                self.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.kind == "DynamoGraphDeployment")
+                    .map(|o| o.name.clone())
+            })
+    }
+
     /// Ready when the latest spec was processed and Available is True.
     pub fn is_ready(&self) -> Result<(), String> {
         let generation = self.metadata.generation.unwrap_or(0);

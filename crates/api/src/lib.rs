@@ -9,6 +9,7 @@
 //! - [`validate()`]: the checks reconcilers run before acting on a spec; [`metadata`]:
 //!   Kubernetes' label and annotation rules it applies to what the children will carry.
 //! - [`crds()`]: every CRD this operator installs.
+//! - [`gpu`]: which container resources are GPUs (the GPU memory service's rule).
 //! - [`worker_hash`]: the worker generation hash, equal to upstream's; [`gojson`]: the Go JSON
 //!   encoding it hashes.
 
@@ -23,6 +24,7 @@ pub mod conversion;
 pub mod crds;
 pub mod dcd;
 pub mod gojson;
+pub mod gpu;
 pub mod grove;
 pub mod labels;
 pub mod metadata;

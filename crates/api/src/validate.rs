@@ -92,9 +92,11 @@ pub enum Rule {
     MultinodeComponentType,
     /// roles of a multinode component: one leader (1 replica), one worker (nodeCount-1).
     Roles,
-    /// failover needs gpuMemoryService with the same mode.
+    /// failover needs gpuMemoryService with the same mode, intra-pod, on vLLM.
     Failover,
-    /// Container names referenced by GMS and checkpoint settings exist.
+    /// gpuMemoryService is intra-pod, on a main container with GPUs, in a pod of a graph.
+    GpuMemoryService,
+    /// Container names referenced by GMS and checkpoint settings exist, once each.
     ContainerReference,
     /// eppConfig only with type epp.
     EppConfigType,
@@ -135,6 +137,7 @@ impl Rule {
             Self::MultinodeComponentType => "multinode-component-type",
             Self::Roles => "roles",
             Self::Failover => "failover",
+            Self::GpuMemoryService => "gpu-memory-service",
             Self::ContainerReference => "container-reference",
             Self::EppConfigType => "epp-config-type",
             Self::CompilationCacheMountPath => "compilation-cache-mount-path",
@@ -224,6 +227,18 @@ pub fn validate_dcd(dcd: &DynamoComponentDeployment) -> Result<(), InvalidSpec> 
         dcd.spec.backend_framework,
         &mut v,
     );
+    // The pods claim the graph's ResourceClaimTemplate; a standalone DCD has none.
+    if dcd.spec.component.intra_pod_gms().is_some() && dcd.graph_name().is_none() {
+        v.at(&[Seg::Key("experimental"), Seg::Key("gpuMemoryService")])
+            .push(
+                Rule::GpuMemoryService,
+                format!(
+                    "requires the DynamoComponentDeployment to belong to a DynamoGraphDeployment \
+                     (label {} or an owner reference; the graph creates the GPU ResourceClaimTemplate)",
+                    labels::DYNAMO_GRAPH_DEPLOYMENT_NAME
+                ),
+            );
+    }
     v.finish()
 }
 
@@ -634,36 +649,9 @@ fn component(
     if let Some(experimental) = &c.experimental {
         let exp = Seg::Key("experimental");
         let gms = experimental.gpu_memory_service.as_ref();
-        let mode_of = |m: Option<GpuMemoryServiceMode>| m.unwrap_or(GpuMemoryServiceMode::IntraPod);
+        gpu_memory_service(c, containers, v);
         if let Some(failover) = &experimental.failover {
-            match gms {
-                None => v
-                    .at(&[exp, Seg::Key("failover")])
-                    .push(Rule::Failover, "requires experimental.gpuMemoryService"),
-                Some(g) if mode_of(g.mode) != mode_of(failover.mode) => {
-                    v.at(&[exp, Seg::Key("failover"), Seg::Key("mode")]).push(
-                        Rule::Failover,
-                        format!("must match gpuMemoryService.mode ({:?})", mode_of(g.mode)),
-                    )
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some(g) = gms {
-            for (k, name) in g.extra_client_containers.iter().enumerate() {
-                if !containers.iter().any(|c| &c.name == name) {
-                    v.at(&[
-                        exp,
-                        Seg::Key("gpuMemoryService"),
-                        Seg::Key("extraClientContainers"),
-                        Seg::Index(k),
-                    ])
-                    .push(
-                        Rule::ContainerReference,
-                        format!("container {name} not found in podTemplate.spec.containers"),
-                    );
-                }
-            }
+            failover_spec(c, failover, gms, framework, v);
         }
         if let Some(ckpt) = &experimental.checkpoint {
             let target = ckpt
@@ -719,6 +707,106 @@ fn component(
             "requires spec.topologyConstraint (the clusterTopologyName it inherits)",
         );
     }
+}
+
+/// `experimental.gpuMemoryService`: intra-pod only (inter-pod is not supported), GPUs on `main`
+/// (the claim template's count; a component without GPUs would reference a template nobody
+/// creates), client containers that exist, once each.
+fn gpu_memory_service(
+    c: &DynamoComponentDeploymentSharedSpec,
+    containers: &[Container],
+    v: &mut Collector,
+) {
+    let Some(g) = c
+        .experimental
+        .as_ref()
+        .and_then(|e| e.gpu_memory_service.as_ref())
+    else {
+        return;
+    };
+    let path = [Seg::Key("experimental"), Seg::Key("gpuMemoryService")];
+    if g.mode == Some(GpuMemoryServiceMode::InterPod) {
+        v.at(&[path.as_slice(), &[Seg::Key("mode")]].concat()).push(
+            Rule::GpuMemoryService,
+            "InterPod is not supported by this operator version (only IntraPod)",
+        );
+        return;
+    }
+    match crate::gpu::main_container_gpus(c) {
+        Ok(0) => v.at(&path).push(
+            Rule::GpuMemoryService,
+            "requires GPUs on the main container (resources limits or requests of nvidia.com/gpu or another GPU resource)",
+        ),
+        Ok(_) => {}
+        Err(e) => v.at(&path).push(Rule::GpuMemoryService, e),
+    }
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (k, name) in g.extra_client_containers.iter().enumerate() {
+        let at = [
+            path.as_slice(),
+            &[Seg::Key("extraClientContainers"), Seg::Index(k)],
+        ]
+        .concat();
+        if let Some(first) = seen.insert(name, k) {
+            v.at(&at).push(
+                Rule::ContainerReference,
+                format!("duplicates extraClientContainers[{first}] ({name})"),
+            );
+        } else if !containers.iter().any(|c| &c.name == name) {
+            v.at(&at).push(
+                Rule::ContainerReference,
+                format!("container {name} not found in podTemplate.spec.containers"),
+            );
+        }
+    }
+}
+
+/// `experimental.failover`: gpuMemoryService in the same mode, intra-pod only, on vLLM (the
+/// engines' settings are vLLM's; upstream 1.5 refuses other backends).
+fn failover_spec(
+    c: &DynamoComponentDeploymentSharedSpec,
+    failover: &crate::v1beta1::FailoverSpec,
+    gms: Option<&crate::v1beta1::GpuMemoryServiceSpec>,
+    framework: Option<crate::BackendFramework>,
+    v: &mut Collector,
+) {
+    let path = [Seg::Key("experimental"), Seg::Key("failover")];
+    let mode_of = |m: Option<GpuMemoryServiceMode>| m.unwrap_or(GpuMemoryServiceMode::IntraPod);
+    let mode = mode_of(failover.mode);
+    let Some(g) = gms else {
+        v.at(&path)
+            .push(Rule::Failover, "requires experimental.gpuMemoryService");
+        return;
+    };
+    if mode_of(g.mode) != mode {
+        v.at(&[path.as_slice(), &[Seg::Key("mode")]].concat()).push(
+            Rule::Failover,
+            format!("must match gpuMemoryService.mode ({:?})", mode_of(g.mode)),
+        );
+        return;
+    }
+    if mode == GpuMemoryServiceMode::InterPod {
+        v.at(&[path.as_slice(), &[Seg::Key("mode")]].concat()).push(
+            Rule::Failover,
+            "InterPod is not supported by this operator version (only IntraPod)",
+        );
+        return;
+    }
+    use crate::backend::Backend;
+    let detected = match Backend::detect(c, framework) {
+        Ok(Backend::Vllm) => return,
+        Ok(b) => b
+            .framework()
+            .map_or("none", crate::BackendFramework::as_str)
+            .to_string(),
+        Err(e) => e,
+    };
+    v.at(&path).push(
+        Rule::Failover,
+        format!(
+            "is only supported for vLLM workers by this operator version (detected: {detected})"
+        ),
+    );
 }
 
 /// The labels and annotations of a pod template at `template` (its `metadata`): keys and
@@ -1136,6 +1224,221 @@ mod tests {
                 .contains("not supported by this operator version"),
             "{err}"
         );
+    }
+
+    /// A vLLM worker with `nvidia.com/gpu: 2`, GMS (mode `gms`) and failover (mode `fo`; none
+    /// when `None`), plus the `extra` containers and client names.
+    fn gms_worker(
+        gms: Option<Option<GpuMemoryServiceMode>>,
+        failover: Option<Option<GpuMemoryServiceMode>>,
+        extra: &[&str],
+        clients: &[&str],
+    ) -> DynamoComponentDeploymentSharedSpec {
+        use crate::v1beta1::{ExperimentalSpec, FailoverSpec, GpuMemoryServiceSpec};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut w = component("worker", ComponentType::Worker);
+        let spec = w.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
+        let main = &mut spec.containers[0];
+        main.command = Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
+        main.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+            limits: Some([("nvidia.com/gpu".to_string(), Quantity("2".into()))].into()),
+            ..Default::default()
+        });
+        for name in extra {
+            spec.containers.push(Container {
+                name: name.to_string(),
+                image: Some("img:1".into()),
+                ..Default::default()
+            });
+        }
+        w.experimental = Some(ExperimentalSpec {
+            gpu_memory_service: gms.map(|mode| GpuMemoryServiceSpec {
+                mode,
+                extra_client_containers: clients.iter().map(|c| c.to_string()).collect(),
+                ..Default::default()
+            }),
+            failover: failover.map(|mode| FailoverSpec {
+                mode,
+                num_shadows: None,
+            }),
+            ..Default::default()
+        });
+        w
+    }
+
+    fn violations(w: DynamoComponentDeploymentSharedSpec) -> Vec<(String, Rule, String)> {
+        match validate(&dgd(vec![w])) {
+            Ok(()) => Vec::new(),
+            Err(e) => e
+                .violations
+                .into_iter()
+                .map(|v| (v.field, v.rule, v.message))
+                .collect(),
+        }
+    }
+
+    /// The GPU memory service: intra-pod GMS with GPUs on main is fine; inter-pod is refused as
+    /// unsupported (both pathways); main without GPUs is refused (its pods would claim a
+    /// template nobody creates); client names must exist, once each (upstream's
+    /// `gmsExtraClientContainersError`: duplicate names, missing containers,
+    /// `TestComponentProgram_ReconcileRejectsInvalidLegacyGMSClient`).
+    #[test]
+    fn gpu_memory_service_rules() {
+        use GpuMemoryServiceMode::{InterPod, IntraPod};
+        let gms = "spec.components[0].experimental.gpuMemoryService";
+        assert_eq!(violations(gms_worker(Some(None), None, &[], &[])), []);
+        assert_eq!(
+            violations(gms_worker(Some(Some(IntraPod)), None, &["s"], &["s"])),
+            []
+        );
+        let rows: Vec<(DynamoComponentDeploymentSharedSpec, String, Rule, &str)> = vec![
+            (
+                gms_worker(Some(Some(InterPod)), None, &[], &[]),
+                format!("{gms}.mode"),
+                Rule::GpuMemoryService,
+                "InterPod is not supported by this operator version (only IntraPod)",
+            ),
+            (
+                {
+                    let mut w = gms_worker(Some(None), None, &[], &[]);
+                    w.main_container_mut().unwrap().resources = None;
+                    w
+                },
+                gms.to_string(),
+                Rule::GpuMemoryService,
+                "requires GPUs on the main container (resources limits or requests of nvidia.com/gpu or another GPU resource)",
+            ),
+            (
+                gms_worker(Some(None), None, &[], &["missing-client"]),
+                format!("{gms}.extraClientContainers[0]"),
+                Rule::ContainerReference,
+                "container missing-client not found in podTemplate.spec.containers",
+            ),
+            (
+                gms_worker(Some(None), None, &["s"], &["s", "s"]),
+                format!("{gms}.extraClientContainers[1]"),
+                Rule::ContainerReference,
+                "duplicates extraClientContainers[0] (s)",
+            ),
+        ];
+        for (w, field, rule, message) in rows {
+            assert_eq!(
+                violations(w),
+                [(field.clone(), rule, message.to_string())],
+                "{field}"
+            );
+        }
+    }
+
+    /// Failover: needs GMS in the same mode (upstream's webhook), intra-pod only (inter-pod is
+    /// not supported), on vLLM (upstream 1.5's `TestBuildFailoverPod_RejectsNonVLLM`).
+    #[test]
+    fn failover_rules() {
+        use GpuMemoryServiceMode::{InterPod, IntraPod};
+        let fo = "spec.components[0].experimental.failover";
+        assert_eq!(violations(gms_worker(Some(None), Some(None), &[], &[])), []);
+        assert_eq!(
+            violations(gms_worker(
+                Some(Some(IntraPod)),
+                Some(Some(IntraPod)),
+                &[],
+                &[]
+            )),
+            []
+        );
+        let sglang = {
+            let mut w = gms_worker(Some(None), Some(None), &[], &[]);
+            w.main_container_mut().unwrap().command =
+                Some(vec!["python3".into(), "-m".into(), "dynamo.sglang".into()]);
+            w
+        };
+        let unknown = {
+            let mut w = gms_worker(Some(None), Some(None), &[], &[]);
+            w.main_container_mut().unwrap().command = None;
+            w
+        };
+        let rows: Vec<(DynamoComponentDeploymentSharedSpec, String, &str)> = vec![
+            (
+                gms_worker(None, Some(None), &[], &[]),
+                fo.to_string(),
+                "requires experimental.gpuMemoryService",
+            ),
+            (
+                gms_worker(Some(None), Some(Some(InterPod)), &[], &[]),
+                format!("{fo}.mode"),
+                "must match gpuMemoryService.mode (IntraPod)",
+            ),
+            (
+                sglang,
+                fo.to_string(),
+                "is only supported for vLLM workers by this operator version (detected: sglang)",
+            ),
+            (
+                unknown,
+                fo.to_string(),
+                "is only supported for vLLM workers by this operator version (detected: none)",
+            ),
+        ];
+        for (w, field, message) in rows {
+            assert_eq!(
+                violations(w),
+                [(field.clone(), Rule::Failover, message.to_string())],
+                "{field}"
+            );
+        }
+        // Inter-pod failover with inter-pod GMS: both refused as unsupported.
+        let fields: Vec<(String, Rule)> = violations(gms_worker(
+            Some(Some(InterPod)),
+            Some(Some(InterPod)),
+            &[],
+            &[],
+        ))
+        .into_iter()
+        .map(|(f, r, _)| (f, r))
+        .collect();
+        assert_eq!(
+            fields,
+            [
+                (
+                    "spec.components[0].experimental.gpuMemoryService.mode".to_string(),
+                    Rule::GpuMemoryService
+                ),
+                (format!("{fo}.mode"), Rule::Failover),
+            ]
+        );
+        // The graph's backendFramework counts when the command names none.
+        let mut w = gms_worker(Some(None), Some(None), &[], &[]);
+        w.main_container_mut().unwrap().command = None;
+        let mut g = dgd(vec![w]);
+        g.spec.backend_framework = Some(crate::BackendFramework::Vllm);
+        assert_eq!(validate(&g), Ok(()));
+    }
+
+    /// A standalone DCD with GMS is refused: no graph creates its claim template.
+    #[test]
+    fn gms_on_a_dcd_needs_its_graph() {
+        let mut dcd = DynamoComponentDeployment::new(
+            "w",
+            crate::DynamoComponentDeploymentSpec {
+                backend_framework: None,
+                component: gms_worker(Some(None), None, &[], &[]),
+            },
+        );
+        let err = validate_dcd(&dcd).unwrap_err();
+        assert_eq!(err.violations.len(), 1, "{err}");
+        assert_eq!(
+            err.violations[0].field,
+            "spec.experimental.gpuMemoryService"
+        );
+        assert_eq!(err.violations[0].rule, Rule::GpuMemoryService);
+        dcd.metadata.labels = Some(
+            [(
+                labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+                "g".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(validate_dcd(&dcd), Ok(()));
     }
 
     #[test]

@@ -110,6 +110,16 @@
 //! its docs for the compilation cache, the EPP's volumes, service account and grace period,
 //! and `frontendSidecar`).
 //!
+//! **GPU memory service** (`experimental.gpuMemoryService`, intra-pod; `pod_render::gms`):
+//! `main`'s GPUs become the pod claim `intrapod-shared-gpu` on the graph's ResourceClaimTemplate
+//! `<graph>-<component lowercased>-gpu`, with the `nvidia.com/gpu` toleration, the `gms-server`
+//! native sidecar and the `gms-intrapod-control` socket volume on every client
+//! (`extraClientContainers` too). **Intra-pod failover** (`experimental.failover`, vLLM;
+//! `pod_render::failover`): `main` becomes `engine-0` and `engine-1` (ports `system-0`/`system-1`
+//! 9090/9091, probes on them, failover and vLLM env). `gpusPerReplica` counts a GMS pod's claimed
+//! GPUs once. Validation refuses inter-pod mode, GMS without GPUs on `main`, GMS on a DCD that
+//! belongs to no graph (nothing creates its template) and failover on other backends.
+//!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
 //! frontend. Labels as the Deployment (so the sub-component type and component class too; a
@@ -136,7 +146,7 @@
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
 //! credentials, ingress and Istio VirtualService, a ServiceAccount chosen by the
 //! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef`,
-//! `dynamoSidecar`, GPU memory service and failover, checkpoint restore, runtime-version-gated
+//! `dynamoSidecar`, checkpoint restore, runtime-version-gated
 //! defaults
 //! (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from runtime 1.6, canary health
 //! checks from 1.5: the conformance images are older), backend-specific multinode wiring

@@ -204,18 +204,7 @@ impl Identity {
         let own = dcd.metadata.labels.clone().unwrap_or_default();
         let component = &dcd.spec.component;
         let spec_type = component.r#type;
-        let graph = own
-            .get(labels::DYNAMO_GRAPH_DEPLOYMENT_NAME)
-            .filter(|v| !v.is_empty())
-            .cloned()
-            .or_else(|| {
-                dcd.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .find(|o| o.kind == "DynamoGraphDeployment")
-                    .map(|o| o.name.clone())
-            });
+        let graph = dcd.graph_name();
         let namespace = dcd.namespace();
         let dynamo_namespace = own
             .get(labels::DYNAMO_NAMESPACE)
@@ -640,10 +629,18 @@ pub(crate) fn container_gpus(container: &Container) -> i64 {
         .unwrap_or(0)
 }
 
-/// GPUs of every container of a pod.
-pub(crate) fn pod_gpus(spec: Option<&PodSpec>) -> i64 {
-    spec.map(|s| s.containers.iter().map(container_gpus).sum())
-        .unwrap_or(0)
+/// GPUs of a pod: every container's, plus `claimed` (main's GPUs) once when the pod shares them
+/// through the GPU memory service's claim (they left the containers' resources).
+pub(crate) fn pod_gpus(spec: Option<&PodSpec>, claimed: i64) -> i64 {
+    spec.map(|s| {
+        let shared = if pod_render::gms::shares_gpus(s) {
+            claimed
+        } else {
+            0
+        };
+        s.containers.iter().map(container_gpus).sum::<i64>() + shared
+    })
+    .unwrap_or(0)
 }
 
 /// GPUs of one inference engine: the user's main container times the nodes of a replica.

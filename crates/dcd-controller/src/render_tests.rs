@@ -1350,10 +1350,43 @@ fn multinode_renders_a_leader_worker_set() {
 fn gpus_per_engine_and_replica() {
     let dcd = worker();
     assert_eq!(engine_gpus(&dcd), 1);
-    assert_eq!(pod_gpus(Some(&pod(&dcd))), 1);
+    assert_eq!(pod_gpus(Some(&pod(&dcd)), 1), 1);
     let multinode = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
     assert_eq!(engine_gpus(&multinode), 8, "4 GPUs per node, 2 nodes");
     assert_eq!(engine_gpus(&frontend()), 0);
+    // With the GPU memory service main claims its GPUs instead: counted once, through the
+    // pod's claim, even with both failover engines.
+    let mut gms = worker();
+    gms.spec.component.experimental = Some(api::v1beta1::ExperimentalSpec {
+        gpu_memory_service: Some(Default::default()),
+        failover: Some(Default::default()),
+        ..Default::default()
+    });
+    let spec = pod(&gms);
+    assert_eq!(spec.containers.iter().map(container_gpus).sum::<i64>(), 0);
+    assert_eq!(pod_gpus(Some(&spec), engine_gpus(&gms)), 1);
+}
+
+/// The component pathway renders the GPU memory service and intra-pod failover: the claim
+/// names the DCD's graph's template; the engines replace `main`.
+#[test]
+fn gms_and_failover_on_the_component_pathway() {
+    let mut dcd = worker();
+    dcd.spec.component.experimental = Some(api::v1beta1::ExperimentalSpec {
+        gpu_memory_service: Some(Default::default()),
+        failover: Some(Default::default()),
+        ..Default::default()
+    });
+    let graph = dcd.graph_name().unwrap();
+    let spec = pod(&dcd);
+    let claim = &spec.resource_claims.as_ref().unwrap()[0];
+    assert_eq!(
+        claim.resource_claim_template_name.as_deref(),
+        Some(pod_render::gms::resource_claim_template_name(&graph, "VllmDecodeWorker").as_str())
+    );
+    let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(&names[..2], ["engine-0", "engine-1"]);
+    assert_eq!(spec.init_containers.as_ref().unwrap()[0].name, "gms-server");
 }
 
 #[test]

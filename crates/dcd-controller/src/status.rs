@@ -100,6 +100,7 @@ pub(crate) fn deployment_component(
             .spec
             .as_ref()
             .and_then(|s| s.template.spec.as_ref()),
+        engine_gpus,
     );
     ComponentReplicaStatus {
         component_kind: ComponentKind::Deployment,
@@ -137,8 +138,10 @@ pub(crate) fn leader_worker_set_component(
     let leader = template("/spec/leaderWorkerTemplate/leaderTemplate");
     let worker = template("/spec/leaderWorkerTemplate/workerTemplate");
     let workers = i64::from(id.nodes.saturating_sub(1));
-    let replica_gpus = pod_gpus(leader.as_ref().and_then(|t| t.spec.as_ref()))
-        + workers * pod_gpus(worker.as_ref().and_then(|t| t.spec.as_ref()));
+    // Main's GPUs on each node, which a GMS pod claims instead of requesting.
+    let claimed = engine_gpus / i64::from(id.nodes.max(1));
+    let replica_gpus = pod_gpus(leader.as_ref().and_then(|t| t.spec.as_ref()), claimed)
+        + workers * pod_gpus(worker.as_ref().and_then(|t| t.spec.as_ref()), claimed);
     ComponentReplicaStatus {
         component_kind: ComponentKind::LeaderWorkerSet,
         component_name: None,

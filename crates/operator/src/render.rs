@@ -292,8 +292,12 @@ mod tests {
         for path in testkit::testdata::yaml_files(root.join("../../examples")) {
             cases.push((path, None));
         }
-        // Upstream examples of features the conformance set lacks: the legacy EPP.
-        let upstream_examples = ["examples__backends__vllm__deploy__gaie__v1beta1__agg.yaml"];
+        // Upstream examples of features the conformance set lacks: the legacy EPP, the GPU
+        // memory service with intra-pod failover.
+        let upstream_examples = [
+            "examples__backends__vllm__deploy__gaie__v1beta1__agg.yaml",
+            "examples__backends__vllm__deploy__v1beta1__agg_failover.yaml",
+        ];
         for name in upstream_examples {
             let path = testkit::testdata::path("upstream-examples").join(name);
             cases.push((path.clone(), None));

@@ -15,13 +15,17 @@
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
 //!    `frontendSidecar` container with the frontend's defaults; the `default` ServiceAccount
-//!    when none is named, and discovered image pull secrets.
+//!    when none is named, and discovered image pull secrets;
+//! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
+//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`).
 //!
 //! What is pathway-specific stays with the pathway: labels and annotations of the pod
 //! template, and the multinode launch wiring.
 
 pub mod cache;
 pub mod epp;
+pub mod failover;
+pub mod gms;
 pub mod infrastructure;
 pub mod merge;
 pub mod parts;
@@ -118,7 +122,7 @@ pub fn discovery_service_account(graph: &str) -> String {
 }
 
 /// The pod spec of one component (see the crate docs for the layering). `main` is the first
-/// container.
+/// container (with intra-pod failover, the engines are the first ones).
 pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     let component = input.component;
     let user_spec = component
@@ -213,6 +217,8 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
                 .collect(),
         );
     }
+    gms::apply(&mut spec, input);
+    failover::apply(&mut spec, input);
     spec
 }
 

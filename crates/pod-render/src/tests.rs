@@ -1,6 +1,9 @@
 use super::*;
 use api::backend::runs_module;
 
+mod failover;
+mod gms;
+
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -76,8 +79,14 @@ fn container(name: &str) -> Container {
 }
 
 fn render(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> PodSpec {
-    let annotations = BTreeMap::new();
-    pod_spec(&PodInput {
+    pod_spec(&input(component, backend))
+}
+
+/// The input of `component` in graph `dgd`, namespace `ns`, with Kubernetes discovery.
+fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> PodInput<'_> {
+    let annotations: &'static BTreeMap<String, String> = Box::leak(Box::default());
+    let infrastructure: &'static Infrastructure = Box::leak(Box::default());
+    PodInput {
         graph: Some("dgd"),
         namespace: "ns",
         component,
@@ -87,14 +96,14 @@ fn render(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> 
             .unwrap_or_default(),
         dynamo_namespace: "ns-dgd",
         worker_hash: None,
-        annotations: &annotations,
+        annotations,
         kube_discovery: true,
         backend,
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
-        infrastructure: &Infrastructure::default(),
-    })
+        infrastructure,
+    }
 }
 
 fn env_of(c: &Container, name: &str) -> Option<String> {

@@ -5,19 +5,19 @@
 //! `exactly: {deviceClassName, allocationMode: ExactCount, count}`. The count is the GPU
 //! quantity of the `main` container (limits, else requests; `nvidia.com/gpu` or another GPU
 //! resource name, one at most); `deviceClassName` defaults to `gpu.nvidia.com` and must exist. A
-//! component without GPUs gets no template (as upstream).
+//! component without GPUs gets no template (as upstream; validation refuses GMS without GPUs,
+//! whose pods would claim it).
 //!
 //! Templates the graph owns that are no longer wanted (GMS turned off, component removed) are
 //! deleted. When a component asks for GMS (or inter-pod failover) and the cluster does not serve
 //! `resource.k8s.io/v1` (Kubernetes before 1.34), the step fails with a clear message; a graph
 //! that asks for neither never needs the API.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
-use api::v1beta1::{DynamoComponentDeploymentSharedSpec, GpuMemoryServiceMode};
-use k8s_openapi::api::core::v1::ResourceRequirements;
+use api::v1beta1::GpuMemoryServiceMode;
 use k8s_openapi::api::resource::v1::{
     DeviceClaim, DeviceClass, DeviceRequest, ExactDeviceRequest, ResourceClaimSpec,
     ResourceClaimTemplate, ResourceClaimTemplateSpec,
@@ -205,68 +205,24 @@ pub fn render(dgd: &DynamoGraphDeployment, claim: &GmsClaim) -> Result<ResourceC
     })
 }
 
-/// Whether a resource name counts GPUs (as upstream: `nvidia.com/gpu`, `gpu`, `*/gpu`, MIG
-/// shapes `*/mig-*`, `gpu.*`).
-fn is_gpu_resource(name: &str) -> bool {
-    let n = name.to_lowercase();
-    n == "nvidia.com/gpu"
-        || n == "gpu"
-        || n.ends_with("/gpu")
-        || n.contains("/mig-")
-        || n.starts_with("gpu.")
-}
-
-/// The GPUs of the component's main container: limits first, then requests; an error for
-/// several GPU resource names or a non-integer quantity.
-pub fn main_container_gpus(component: &DynamoComponentDeploymentSharedSpec) -> Result<i64, String> {
-    let Some(resources) = component
-        .main_container()
-        .and_then(|c| c.resources.as_ref())
-    else {
-        return Ok(0);
-    };
-    gpu_count(resources)
-}
-
-fn gpu_count(resources: &ResourceRequirements) -> Result<i64, String> {
-    let names: BTreeSet<&String> = [&resources.limits, &resources.requests]
-        .into_iter()
-        .flatten()
-        .flat_map(BTreeMap::keys)
-        .filter(|n| is_gpu_resource(n))
-        .collect();
-    if names.len() > 1 {
-        return Err(format!(
-            "multiple scalar GPU resource keys {names:?} are ambiguous; specify exactly one per container"
-        ));
-    }
-    let Some(name) = names.into_iter().next() else {
-        return Ok(0);
-    };
-    let quantity = resources
-        .limits
-        .as_ref()
-        .and_then(|l| l.get(name))
-        .or_else(|| resources.requests.as_ref().and_then(|r| r.get(name)))
-        .map(|q| q.0.trim().to_string())
-        .unwrap_or_default();
-    quantity
-        .parse::<i64>()
-        .ok()
-        .filter(|n| *n >= 0)
-        .ok_or_else(|| format!("GPU quantity {name}={quantity:?} is not a whole number"))
-}
+/// The GPUs of the component's main container ([`api::gpu::main_container_gpus`]: limits
+/// first, then requests; an error for several GPU resource names or a non-integer quantity).
+pub use api::gpu::main_container_gpus;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::{component, dgd, reasons};
     use api::ComponentType;
-    use api::v1beta1::{ExperimentalSpec, GpuMemoryServiceSpec};
+    use api::v1beta1::{
+        DynamoComponentDeploymentSharedSpec, ExperimentalSpec, GpuMemoryServiceSpec,
+    };
+    use k8s_openapi::api::core::v1::ResourceRequirements;
     use k8s_openapi::api::resource::v1::DeviceClassSpec;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use kit::testing::{Double, Verb};
+    use std::collections::BTreeMap;
 
     fn gms_worker(
         name: &str,
@@ -410,24 +366,121 @@ mod tests {
         r.reconcile(&plain, &mut Vec::new()).await.unwrap();
     }
 
+    /// Upstream `dra_test.go` `TestGenerateResourceClaimTemplate_*` and `failover_test.go`
+    /// `TestGetDeviceClassName`: the device count is main's GPUs, the class defaults to
+    /// `gpu.nvidia.com` (unset or empty), a custom class is kept; no GPUs, no template.
     #[test]
-    fn gpu_counts() {
-        let res = |pairs: &[(&str, &str)]| ResourceRequirements {
-            limits: Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-                    .collect(),
-            ),
-            ..Default::default()
+    fn resolved_templates() {
+        let rows = [
+            ("4", None, 4, "gpu.nvidia.com"),
+            ("4", Some(""), 4, "gpu.nvidia.com"),
+            ("2", Some("gpu.intel.com/xe"), 2, "gpu.intel.com/xe"),
+            ("0", None, 0, "gpu.nvidia.com"),
+        ];
+        for (gpus, class, count, want_class) in rows {
+            let g = dgd("myapp", vec![gms_worker("Worker", gpus, class)]);
+            let claims = resolve(&g).unwrap();
+            assert_eq!(
+                claims,
+                [GmsClaim {
+                    component: "Worker".into(),
+                    gpus: count,
+                    device_class: want_class.into(),
+                }]
+            );
+            let mut owned = g.clone();
+            owned.metadata.uid = Some("uid".into());
+            let t = render(&owned, &claims[0]).unwrap();
+            assert_eq!(t.metadata.name.as_deref(), Some("myapp-worker-gpu"));
+            let request = &t.spec.spec.devices.unwrap().requests.unwrap()[0];
+            assert_eq!(request.name, DEVICE_REQUEST);
+            let exactly = request.exactly.as_ref().unwrap();
+            assert_eq!(
+                (
+                    exactly.device_class_name.as_str(),
+                    exactly.allocation_mode.as_deref(),
+                    exactly.count
+                ),
+                (want_class, Some("ExactCount"), Some(count))
+            );
+        }
+    }
+
+    /// Upstream `TestDGDGMSResourceClaimsReconciler_DRAValidation` (without
+    /// `resource.k8s.io/v1`: intra-pod failover alone is fine, inter-pod failover and GMS need
+    /// DRA) and `_ToleratesNonGMSComponents`.
+    #[tokio::test]
+    async fn dra_is_needed_only_for_gms_and_inter_pod_failover() {
+        use api::v1beta1::FailoverSpec;
+        let with_failover = |mode| {
+            let mut c = component("decode", ComponentType::Decode);
+            c.experimental = Some(ExperimentalSpec {
+                failover: Some(FailoverSpec {
+                    mode,
+                    num_shadows: None,
+                }),
+                ..Default::default()
+            });
+            c
         };
-        assert_eq!(
-            gpu_count(&res(&[("nvidia.com/gpu", "4"), ("cpu", "2")])),
-            Ok(4)
-        );
-        assert_eq!(gpu_count(&res(&[("nvidia.com/mig-3g.20gb", "1")])), Ok(1));
-        assert_eq!(gpu_count(&res(&[("cpu", "2")])), Ok(0));
-        assert!(gpu_count(&res(&[("nvidia.com/gpu", "1"), ("amd.com/gpu", "1")])).is_err());
-        assert!(gpu_count(&res(&[("nvidia.com/gpu", "500m")])).is_err());
+        let rows = [
+            (with_failover(Some(GpuMemoryServiceMode::IntraPod)), false),
+            (with_failover(Some(GpuMemoryServiceMode::InterPod)), true),
+            (gms_worker("decode", "1", None), true),
+            (component("decode", ComponentType::Decode), false),
+        ];
+        for (c, refused) in rows {
+            let d = Double::new();
+            let g = d.insert(dgd(
+                "test-dgd",
+                vec![component("frontend", ComponentType::Frontend), c],
+            ));
+            d.fail_next(
+                Verb::List,
+                "ResourceClaimTemplate",
+                kit::Error::NotFound("the server could not find the requested resource".into()),
+            );
+            let r = GmsReconciler::new(d.reader(), d.writer());
+            match r.reconcile(&g, &mut Vec::new()).await {
+                Ok(()) => assert!(!refused),
+                Err(e) => {
+                    assert!(refused, "{e}");
+                    assert!(e.to_string().contains("requires DRA"), "{e}");
+                }
+            }
+        }
+    }
+
+    /// Upstream `..._DoesNotDeleteCheckpointTemplate`: a template of the graph's labels that
+    /// another object controls (a DynamoCheckpoint's) is never deleted.
+    #[tokio::test]
+    async fn templates_the_graph_does_not_control_stay() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let d = Double::new();
+        let g = d.insert(dgd(
+            "test-dgd",
+            vec![component("decode", ComponentType::Decode)],
+        ));
+        d.insert(ResourceClaimTemplate {
+            metadata: ObjectMeta {
+                name: Some("checkpoint-gms-abc".into()),
+                namespace: Some("ns".into()),
+                labels: Some(naming::graph_labels("test-dgd")),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "nvidia.com/v1alpha1".into(),
+                    kind: "DynamoCheckpoint".into(),
+                    name: "ckpt".into(),
+                    uid: "ckpt-uid".into(),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]),
+                ..Default::default()
+            },
+            spec: Default::default(),
+        });
+        let r = GmsReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        assert!(template(&d, "checkpoint-gms-abc").is_some());
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
     }
 }

@@ -97,10 +97,8 @@ pub fn graph_labels(dgd_name: &str) -> BTreeMap<String, String> {
 pub use pod_render::discovery_service_account;
 
 /// `<dgd>-<component, lowercased>-gpu`: the GPU memory service ResourceClaimTemplate of a
-/// component.
-pub fn resource_claim_template_name(dgd_name: &str, component: &str) -> String {
-    format!("{dgd_name}-{}-gpu", component.to_lowercase())
-}
+/// component; defined with the pod renderer, whose pods claim it.
+pub use pod_render::gms::resource_claim_template_name;
 
 /// `<dgd>-epp-config` (the legacy EPP's inline configuration) and `<dgd>-pool` (the
 /// InferencePool), defined with the EPP pod that mounts and names them.

@@ -183,6 +183,25 @@ impl DynamoComponentDeploymentSharedSpec {
             .is_some_and(|g| g.mode == Some(GpuMemoryServiceMode::InterPod))
     }
 
+    /// The GPU memory service settings when it runs inside the pod (set, mode unset or
+    /// IntraPod).
+    pub fn intra_pod_gms(&self) -> Option<&GpuMemoryServiceSpec> {
+        self.experimental
+            .as_ref()?
+            .gpu_memory_service
+            .as_ref()
+            .filter(|g| g.mode != Some(GpuMemoryServiceMode::InterPod))
+    }
+
+    /// Intra-pod failover requested: `experimental.failover` set, mode unset or IntraPod (the
+    /// engine is cloned inside the pod).
+    pub fn is_intra_pod_failover(&self) -> bool {
+        self.experimental
+            .as_ref()
+            .and_then(|e| e.failover.as_ref())
+            .is_some_and(|f| f.mode != Some(GpuMemoryServiceMode::InterPod))
+    }
+
     /// `experimental.grove.forceScalingGroup` is true.
     pub fn is_grove_scaling_group_forced(&self) -> bool {
         self.experimental

@@ -1,6 +1,7 @@
 //! The pod spec of a clique: the pod both pathways render ([`pod_render::pod_spec`]: the
 //! operator's defaults for the component type under the user's pod template), plus what Grove
-//! needs for multinode components:
+//! needs for multinode components, on each engine container (`main`, or `engine-0` and
+//! `engine-1` with intra-pod failover):
 //! - worker pods of multinode SGLang and vLLM components have no probes;
 //! - SGLang multinode pods get `--dist-init-addr <leader>:29500 --nnodes <n> --node-rank <r>`,
 //!   the leader found through Grove's headless Service
@@ -18,10 +19,12 @@ use crate::names::{ROLE_SUFFIX_LEADER, Role};
 /// Port SGLang multinode ranks rendezvous on at the leader.
 pub const SGLANG_DIST_INIT_PORT: i32 = 29500;
 
-/// The pod spec of one clique of `role`: the component's pod, then the multinode wiring.
+/// The pod spec of one clique of `role`: the component's pod, then the multinode wiring of its
+/// engine containers (`main`, or both engines with intra-pod failover).
 pub(crate) fn pod_spec(input: &PodInput<'_>, role: Role, backend: Backend) -> PodSpec {
     let mut spec = pod_render::pod_spec(input);
-    if let Some(main) = spec.containers.first_mut() {
+    let engines = pod_render::failover::engine_containers(input.component);
+    for main in spec.containers.iter_mut().take(engines) {
         multinode(main, input, role, backend);
     }
     spec

@@ -328,7 +328,8 @@ fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, Render
     })
 }
 
-/// Features the grove pathway does not render yet.
+/// Features the grove pathway does not render yet. Inter-pod GMS is refused by validation first
+/// (`InvalidSpec`, both pathways); the check here keeps a graph that bypassed it from rendering.
 fn unsupported(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
     if dgd
         .spec

@@ -1056,3 +1056,51 @@ fn base_model_label_and_annotation() {
         }
     }
 }
+
+/// Intra-pod GMS and failover on the Grove pathway: the clique pods are the component's pod
+/// (claim, `gms-server`, engines), and the multinode wiring reaches both engines (vLLM
+/// workers lose their probes on `engine-0` and `engine-1`).
+#[test]
+fn gms_and_failover_reach_every_engine_of_a_clique() {
+    use api::v1beta1::{ExperimentalSpec, FailoverSpec, GpuMemoryServiceSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let mut dgd = graph();
+    let decode = &mut dgd.spec.components[1];
+    let main = &mut decode
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0];
+    main.command = Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
+    main.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+        limits: Some([("nvidia.com/gpu".to_string(), Quantity("4".into()))].into()),
+        ..Default::default()
+    });
+    decode.experimental = Some(ExperimentalSpec {
+        gpu_memory_service: Some(GpuMemoryServiceSpec::default()),
+        failover: Some(FailoverSpec::default()),
+        ..Default::default()
+    });
+    let pcs = fresh(&dgd);
+    for name in ["decode-ldr", "decode-wkr"] {
+        let spec = &clique(&pcs, name).spec.pod_spec;
+        let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["engine-0", "engine-1"], "{name}");
+        assert_eq!(
+            spec.resource_claims.as_ref().unwrap()[0]
+                .resource_claim_template_name
+                .as_deref(),
+            Some("g-decode-gpu")
+        );
+        assert_eq!(spec.init_containers.as_ref().unwrap()[0].name, "gms-server");
+        for engine in &spec.containers {
+            let nnodes = engine.env.iter().flatten().find(|e| e.name == "NNODES");
+            assert_eq!(nnodes.and_then(|e| e.value.as_deref()), Some("2"));
+            let probed = engine.readiness_probe.is_some();
+            assert_eq!(probed, name == "decode-ldr", "{name} {}", engine.name);
+        }
+    }
+}
