@@ -169,7 +169,7 @@ pub use reconcile::{
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
 };
 pub use render::{
-    Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas, render,
-    render_with,
+    Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,
+    render, render_with,
 };
 pub use status::{deployment_ready, leader_worker_set_ready};

@@ -4,11 +4,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use api::dcd::{CONDITION_AVAILABLE, CONDITION_DYNAMO_COMPONENT_READY};
+use api::labels::DYNAMO_COMPONENT_POD;
 use api::labels::LAST_APPLIED_HASH;
 use api::validate::{InvalidSpec, REASON_INVALID_SPEC, validate_dcd};
 use api::{DynamoComponentDeployment, DynamoComponentDeploymentStatus};
 use k8s_openapi::api::apps::v1::Deployment;
-use api::labels::DYNAMO_COMPONENT_POD;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::conditions::{self, Status};

@@ -751,7 +751,10 @@ async fn a_dcd_being_deleted_is_left_to_garbage_collection() {
     assert!(d.objects::<Deployment>().is_empty());
 }
 
-fn with_model(mut dcd: DynamoComponentDeployment, model: Option<&str>) -> DynamoComponentDeployment {
+fn with_model(
+    mut dcd: DynamoComponentDeployment,
+    model: Option<&str>,
+) -> DynamoComponentDeployment {
     dcd.spec.component.model_ref = model.map(|name| api::common::ModelReference {
         name: name.into(),
         revision: None,
@@ -761,7 +764,12 @@ fn with_model(mut dcd: DynamoComponentDeployment, model: Option<&str>) -> Dynamo
 
 fn model_service_owners(d: &Double, model: &str) -> Option<Vec<String>> {
     let s: Service = d.object(Some(NS), &labels::model_service_name(model))?;
-    Some(s.owner_references().iter().map(|o| o.name.clone()).collect())
+    Some(
+        s.owner_references()
+            .iter()
+            .map(|o| o.name.clone())
+            .collect(),
+    )
 }
 
 /// The component pathway's model Service: the DCDs serving one model share it (each its own
@@ -783,11 +791,18 @@ async fn dcds_share_the_model_service_and_the_last_one_deletes_it() {
     d.insert(decode);
     pass(&d, &r, &p).await.unwrap();
     pass(&d, &r, &q).await.unwrap();
-    assert_eq!(model_service_owners(&d, "llama").unwrap(), [p.clone(), q.clone()]);
+    assert_eq!(
+        model_service_owners(&d, "llama").unwrap(),
+        [p.clone(), q.clone()]
+    );
     let s: Service = d
         .object(Some(NS), &labels::model_service_name("llama"))
         .unwrap();
-    assert!(s.owner_references().iter().all(|o| o.controller == Some(false)));
+    assert!(
+        s.owner_references()
+            .iter()
+            .all(|o| o.controller == Some(false))
+    );
     assert_eq!(s.annotations()[labels::DYNAMO_BASE_MODEL], "llama");
 
     clear(&d);
@@ -822,8 +837,15 @@ async fn a_failed_model_service_apply_is_a_service_sync_failure() {
     assert!(pass(&d, &r, WORKER).await.is_err());
     assert!(d.objects::<Service>().is_empty());
     let (status, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
-    assert_eq!((status.as_str(), reason.as_str()), ("False", "ServiceSyncFailed"));
-    assert!(message.starts_with("failed to reconcile the model Service: apply Service ns/dynamo-model-"), "{message}");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ServiceSyncFailed")
+    );
+    assert!(
+        message
+            .starts_with("failed to reconcile the model Service: apply Service ns/dynamo-model-"),
+        "{message}"
+    );
 }
 
 /// The labelled ServiceAccount comes from the reader (the watch cache): the first by name of

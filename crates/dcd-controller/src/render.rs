@@ -182,7 +182,12 @@ pub fn hold_replicas(workload: &mut Workload, replicas: Option<i32>) {
 pub fn component_pod_account(labelled: &[ServiceAccount]) -> Option<String> {
     labelled
         .iter()
-        .filter(|sa| sa.labels().get(labels::DYNAMO_COMPONENT_POD).map(String::as_str) == Some("true"))
+        .filter(|sa| {
+            sa.labels()
+                .get(labels::DYNAMO_COMPONENT_POD)
+                .map(String::as_str)
+                == Some("true")
+        })
         .map(ResourceExt::name_any)
         .min()
 }
@@ -468,7 +473,11 @@ fn deployment(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -
     }
 }
 
-fn leader_worker_set(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> DynamicObject {
+fn leader_worker_set(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    pods: &Pods<'_>,
+) -> DynamicObject {
     let template = |role: Role| {
         let mut t = pod_template(dcd, id, role, pods);
         if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
@@ -579,7 +588,11 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> 
         pull_secrets: &[],
         infrastructure: pods.infrastructure,
     });
-    if spec.service_account_name.as_deref().is_none_or(str::is_empty) {
+    if spec
+        .service_account_name
+        .as_deref()
+        .is_none_or(str::is_empty)
+    {
         spec.service_account_name =
             Some(pods.account.unwrap_or(DEFAULT_SERVICE_ACCOUNT).to_string());
     }

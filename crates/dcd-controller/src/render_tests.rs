@@ -1404,14 +1404,18 @@ fn base_model_label_and_annotation_on_pods_workload_and_service() {
         let check = |what: &str, meta: ObjectMeta, annotated: bool| {
             let label = meta.labels.unwrap_or_default();
             assert_eq!(
-                label.get(labels::DYNAMO_BASE_MODEL_HASH).map(String::as_str),
+                label
+                    .get(labels::DYNAMO_BASE_MODEL_HASH)
+                    .map(String::as_str),
                 hash,
                 "{at} {what} label"
             );
             if annotated {
                 let annotations = meta.annotations.unwrap_or_default();
                 assert_eq!(
-                    annotations.get(labels::DYNAMO_BASE_MODEL).map(String::as_str),
+                    annotations
+                        .get(labels::DYNAMO_BASE_MODEL)
+                        .map(String::as_str),
                     name,
                     "{at} {what} annotation"
                 );
@@ -1428,12 +1432,18 @@ fn base_model_label_and_annotation_on_pods_workload_and_service() {
         }
         let service = r.service.unwrap();
         let selector = service.spec.clone().unwrap().selector.unwrap();
-        assert!(!selector.contains_key(labels::DYNAMO_BASE_MODEL_HASH), "{at}");
+        assert!(
+            !selector.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
+            "{at}"
+        );
         check("Service", service.metadata, true);
     }
 }
 
-fn service_account(name: &str, labelled: Option<&str>) -> k8s_openapi::api::core::v1::ServiceAccount {
+fn service_account(
+    name: &str,
+    labelled: Option<&str>,
+) -> k8s_openapi::api::core::v1::ServiceAccount {
     k8s_openapi::api::core::v1::ServiceAccount {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -1507,25 +1517,66 @@ fn component_pod_service_account() {
     planner.metadata.labels = None;
     planner.metadata.owner_references = None;
     let graph_worker = worker();
-    let some = |names: &[&str]| names.iter().map(|n| Some(n.to_string())).collect::<Vec<_>>();
-    let rows: Vec<(&str, &DynamoComponentDeployment, Vec<_>, Vec<Option<String>>)> = vec![
-        ("upstream row: LWS", &lws, vec![labelled.clone()], some(&["default-test-sa", "default-test-sa"])),
-        ("no labelled account", &lws, vec![], some(&["default", "default"])),
-        ("single node", &single, vec![labelled.clone()], some(&["default-test-sa"])),
+    let some = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| Some(n.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let rows: Vec<(
+        &str,
+        &DynamoComponentDeployment,
+        Vec<_>,
+        Vec<Option<String>>,
+    )> = vec![
+        (
+            "upstream row: LWS",
+            &lws,
+            vec![labelled.clone()],
+            some(&["default-test-sa", "default-test-sa"]),
+        ),
+        (
+            "no labelled account",
+            &lws,
+            vec![],
+            some(&["default", "default"]),
+        ),
+        (
+            "single node",
+            &single,
+            vec![labelled.clone()],
+            some(&["default-test-sa"]),
+        ),
         (
             "first by name",
             &single,
-            vec![service_account("zz", Some("true")), service_account("aa", Some("true"))],
+            vec![
+                service_account("zz", Some("true")),
+                service_account("aa", Some("true")),
+            ],
             some(&["aa"]),
         ),
         (
             "only \"true\" counts",
             &single,
-            vec![service_account("aa", Some("false")), service_account("bb", None)],
+            vec![
+                service_account("aa", Some("false")),
+                service_account("bb", None),
+            ],
             some(&["default"]),
         ),
-        ("the user's name wins", &named, vec![labelled.clone()], some(&["my-sa"])),
-        ("planner default wins", &planner, vec![labelled.clone()], some(&["planner-serviceaccount"])),
+        (
+            "the user's name wins",
+            &named,
+            vec![labelled.clone()],
+            some(&["my-sa"]),
+        ),
+        (
+            "planner default wins",
+            &planner,
+            vec![labelled.clone()],
+            some(&["planner-serviceaccount"]),
+        ),
         (
             "discovery account wins",
             &graph_worker,

@@ -57,9 +57,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kit::child::{Applier, EnsureError, Ownership};
 use kit::object::key;
-use kit::{
-    Deleted, Event, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt,
-};
+use kit::{Deleted, Event, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::core::Expression;
 use kube::{Resource, ResourceExt};
 use pod_render::{SYSTEM_PORT, SYSTEM_PORT_NAME};
@@ -163,7 +161,10 @@ fn service(owner: &Owner, model: &str, annotations: &BTreeMap<String, String>) -
             namespace: Some(owner.namespace.clone()),
             labels: Some(BTreeMap::from([
                 (DYNAMO_BASE_MODEL_HASH.to_string(), hash.clone()),
-                (MANAGED_BY.to_string(), MANAGED_BY_DYNAMO_OPERATOR.to_string()),
+                (
+                    MANAGED_BY.to_string(),
+                    MANAGED_BY_DYNAMO_OPERATOR.to_string(),
+                ),
             ])),
             annotations: Some(annotations),
             owner_references: Some(vec![owner.reference.clone()]),

@@ -5,8 +5,7 @@ use api::labels::{
     DYNAMO_BASE_MODEL, DYNAMO_BASE_MODEL_HASH, MANAGED_BY, base_model_hash, model_service_name,
 };
 use api::{
-    ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSpec,
-    DynamoGraphDeployment,
+    ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSpec, DynamoGraphDeployment,
 };
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -89,7 +88,11 @@ async fn characterization_one_service_per_model() {
     let labels = s.labels();
     let annotations = s.annotations();
     let rows: [(&str, Option<String>, Option<String>); 11] = [
-        ("name", Some(s.name_any()), Some(format!("dynamo-model-{hash}"))),
+        (
+            "name",
+            Some(s.name_any()),
+            Some(format!("dynamo-model-{hash}")),
+        ),
         ("namespace", s.namespace(), Some("inference".into())),
         ("clusterIP", spec.cluster_ip.clone(), Some("None".into())),
         (
@@ -97,13 +100,19 @@ async fn characterization_one_service_per_model() {
             Some(format!("{:?}", spec.selector)),
             Some(format!(
                 "{:?}",
-                Some(BTreeMap::from([(DYNAMO_BASE_MODEL_HASH.to_string(), hash.clone())]))
+                Some(BTreeMap::from([(
+                    DYNAMO_BASE_MODEL_HASH.to_string(),
+                    hash.clone()
+                )]))
             )),
         ),
         ("port name", port.name.clone(), Some("system".into())),
         (
             "port",
-            Some(format!("{} -> {:?} {:?}", port.port, port.target_port, port.protocol)),
+            Some(format!(
+                "{} -> {:?} {:?}",
+                port.port, port.target_port, port.protocol
+            )),
             Some(format!(
                 "9090 -> {:?} {:?}",
                 Some(IntOrString::Int(9090)),
@@ -115,9 +124,21 @@ async fn characterization_one_service_per_model() {
             Some(format!("{:?}", spec.publish_not_ready_addresses)),
             Some("Some(false)".into()),
         ),
-        ("hash label", labels.get(DYNAMO_BASE_MODEL_HASH).cloned(), Some(hash.clone())),
-        ("managed-by", labels.get(MANAGED_BY).cloned(), Some("dynamo-operator".into())),
-        ("base-model", annotations.get(DYNAMO_BASE_MODEL).cloned(), Some("llama-3".into())),
+        (
+            "hash label",
+            labels.get(DYNAMO_BASE_MODEL_HASH).cloned(),
+            Some(hash.clone()),
+        ),
+        (
+            "managed-by",
+            labels.get(MANAGED_BY).cloned(),
+            Some("dynamo-operator".into()),
+        ),
+        (
+            "base-model",
+            annotations.get(DYNAMO_BASE_MODEL).cloned(),
+            Some("llama-3".into()),
+        ),
         (
             "graph annotation",
             annotations.get("example.com/graph").cloned(),
@@ -130,7 +151,11 @@ async fn characterization_one_service_per_model() {
     let refs = s.owner_references();
     assert_eq!(refs.len(), 1);
     assert_eq!(refs[0].uid, "graph-uid");
-    assert_eq!(refs[0].controller, Some(false), "upstream: true (first owner only)");
+    assert_eq!(
+        refs[0].controller,
+        Some(false),
+        "upstream: true (first owner only)"
+    );
 }
 
 #[tokio::test]
@@ -184,7 +209,10 @@ async fn removing_one_owner_keeps_the_service_for_the_other() {
     // What both applied stays (b co-owns it).
     assert_eq!(s.labels()[MANAGED_BY], "dynamo-operator");
     assert!(s.spec.as_ref().unwrap().selector.is_some());
-    assert!(!s.annotations().contains_key(&hash_annotation(&a.uid().unwrap())));
+    assert!(
+        !s.annotations()
+            .contains_key(&hash_annotation(&a.uid().unwrap()))
+    );
     // b stays converged.
     double.clear_writes();
     reconcile(&double, &b).await;
@@ -382,8 +410,14 @@ fn a_dcd_owner_gets_no_graph_annotations() {
         services[0].annotations().keys().collect::<Vec<_>>(),
         [DYNAMO_BASE_MODEL]
     );
-    assert_eq!(field_manager("dcd-uid"), "dynamo-operator/model-service/dcd-uid");
-    assert_eq!(hash_annotation("dcd-uid"), "nvidia.com/last-applied-hash-dcd-uid");
+    assert_eq!(
+        field_manager("dcd-uid"),
+        "dynamo-operator/model-service/dcd-uid"
+    );
+    assert_eq!(
+        hash_annotation("dcd-uid"),
+        "nvidia.com/last-applied-hash-dcd-uid"
+    );
     dcd.metadata.uid = None;
     assert!(Owner::of(&dcd).is_err());
 }
