@@ -176,7 +176,10 @@ fn owned_by(owner: &str, data: &[(&str, &str)]) -> ConfigMap {
 }
 
 fn owner_names(c: &ConfigMap) -> Vec<String> {
-    c.owner_references().iter().map(|o| o.name.clone()).collect()
+    c.owner_references()
+        .iter()
+        .map(|o| o.name.clone())
+        .collect()
 }
 
 #[tokio::test]
@@ -205,7 +208,11 @@ async fn managers_share_owner_references_by_uid_and_co_own_equal_fields() {
     let c = released.object;
     assert_eq!(owner_names(&c), ["b"]);
     let data = c.data.unwrap();
-    assert_eq!(data.get("k").map(String::as_str), Some("v"), "co-owned by b");
+    assert_eq!(
+        data.get("k").map(String::as_str),
+        Some("v"),
+        "co-owned by b"
+    );
     assert!(!data.contains_key("a-only"), "only a held it");
 
     // `b` gives up too: nothing of theirs is left.
