@@ -137,6 +137,13 @@
 //! LeaderCreated`, `size` = nodeCount, leader and worker templates as above with label
 //! `role: leader|worker` and without `nvidia.com/selector`.
 //!
+//! **Model Service** (with `modelRef`): `dynamo-model-<hash>`, headless (`clusterIP: None`),
+//! labels `nvidia.com/dynamo-base-model-hash` and `nvidia.com/managed-by: dynamo-operator`,
+//! annotation `nvidia.com/dynamo-base-model`, selector the hash label, port `system` 9090 →
+//! 9090, `publishNotReadyAddresses: false`; one per model and namespace, shared with every DCD
+//! and graph serving the model (see `reconcilers::model_service` for the ownership rule, which
+//! differs from upstream's first-owner controller reference).
+//!
 //! The Dynamo namespace is the DCD's `nvidia.com/dynamo-namespace` label, else
 //! `<namespace>-<graph>` (`dynamo` with `globalDynamoNamespace`), the graph being the DCD's
 //! `nvidia.com/dynamo-graph-deployment-name` label or its DynamoGraphDeployment owner (the DCD
