@@ -114,6 +114,24 @@ pub const DYNAMO_BASE_MODEL_HASH: &str = "nvidia.com/dynamo-base-model-hash";
 /// as written (the label carries only its hash).
 pub const DYNAMO_BASE_MODEL: &str = "nvidia.com/dynamo-base-model";
 
+/// Label (controller): on every headless model Service, [`MANAGED_BY_DYNAMO_OPERATOR`] (as upstream
+/// labels them; the `app.kubernetes.io/managed-by` label of other children is a different key).
+pub const MANAGED_BY: &str = "nvidia.com/managed-by";
+/// Value of [`MANAGED_BY`].
+pub const MANAGED_BY_DYNAMO_OPERATOR: &str = "dynamo-operator";
+/// Prefix of the headless model Service's name: `dynamo-model-<`[`base_model_hash`]`>`.
+pub const MODEL_SERVICE_PREFIX: &str = "dynamo-model-";
+/// Label (user, ServiceAccounts): `"true"` marks the account pods of the component pathway run as
+/// when nothing else names one.
+pub const DYNAMO_COMPONENT_POD: &str = "nvidia.com/dynamo-component-pod";
+
+/// The name of the headless model Service of the base model `name`:
+/// `dynamo-model-<8 hex digits>` (upstream's `GenerateServiceName`; the name depends on the model
+/// name only, so every graph of a namespace serving the model finds the same Service).
+pub fn model_service_name(name: &str) -> String {
+    format!("{MODEL_SERVICE_PREFIX}{}", base_model_hash(name))
+}
+
 /// The label value identifying a base model: the first 8 hex digits of SHA-256 of its name (a
 /// valid label value whatever the name's length and characters), as upstream computes it.
 pub fn base_model_hash(name: &str) -> String {

@@ -1,6 +1,6 @@
 //! DynamoComponentDeployment controller: renders each DCD to a Deployment and a Service (a
-//! LeaderWorkerSet for multinode components), converges them by server-side apply, and reports
-//! the DCD status.
+//! LeaderWorkerSet for multinode components) and, with `modelRef`, its share of the headless
+//! model Service, converges them by server-side apply, and reports the DCD status.
 //!
 //! # Structure
 //! - [`render()`] (pure, no I/O): the objects a DCD wants ([`Rendered`]).
@@ -22,7 +22,12 @@
 //!    Service) until the DCD changes.
 //! 4. The Service: applied when wanted, deleted (uid precondition) when not wanted and
 //!    controlled by this DCD.
-//! 5. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
+//! 5. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
+//!    Grove pathway runs too): `dynamo-model-<hash>`, shared by every DCD of the namespace
+//!    serving the model, each holding a non-controller owner reference and applying under a
+//!    field manager of its own; a DCD whose `modelRef` is removed or changed gives its part up,
+//!    and the last owner deletes it. A failure: `Available=False`, reason `ServiceSyncFailed`.
+//! 6. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
 //!    LeaderWorkerSetNotReady`), `DynamoComponentReady` (`ComponentReady|ComponentNotReady`),
 //!    `component` (`componentKind`, `componentNames`, `runtimeNamespace`, `replicas`,
 //!    `updatedReplicas`, `readyReplicas`, `availableReplicas`, `gpusPerEngine`,
@@ -33,7 +38,8 @@
 //! object is never taken over: `Available=False`, reason `OwnershipConflict`. A failed read or
 //! write sets `Available=False` with the step's reason (`DeploymentSyncFailed`,
 //! `LeaderWorkerSetSyncFailed`, `ServiceSyncFailed`) and the error as message, queues a
-//! `Warning` event, keeps the rest of the previous status, and retries with backoff.
+//! `Warning` event, keeps the rest of the previous status, and retries with backoff. The model
+//! Service is the exception to the controller reference: it is shared, never a conflict.
 //!
 //! **No-op reconciles send nothing.** Each child carries `nvidia.com/last-applied-hash` (the
 //! hash of the applied body, as upstream's operator does); the apply is skipped when the live
@@ -42,8 +48,8 @@
 //! changes the hash. A child of the DCD's name without a controller is adopted.
 //!
 //! **Events.** `DeploymentCreated`, `DeploymentUpdated`, `ServiceCreated`, `ServiceUpdated`,
-//! `ServiceDeleted`, `LeaderWorkerSetCreated`, `LeaderWorkerSetUpdated`: only when the write
-//! changed something. `Available` transitions are announced once (its reason as event reason),
+//! `ServiceDeleted` (the component Service and the model Service), `LeaderWorkerSetCreated`,
+//! `LeaderWorkerSetUpdated`: only when the write changed something. `Available` transitions are announced once (its reason as event reason),
 //! except the first `False` of a starting component. Upstream's per-reconcile `Reconciling`,
 //! `Update` and `UpdateDynamoGraphDeployment` events are not emitted.
 //!
@@ -75,9 +81,12 @@
 //! `nvidia.com/dynamo-namespace` (the DCD's own values of those, of the graph name, worker hash
 //! and component class win; `nvidia.com/dynamo-component-class: worker` is what the graph puts
 //! on the worker, prefill and decode DCDs of a graph with an EPP component and on their pod
-//! templates, so it reaches the Deployment, the pods and the Service); annotations = the pod
-//! template's (without `nvidia.com/dynamo-operator-origin-version`; topology annotations come
-//! from the DCD); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
+//! templates, so it reaches the Deployment, the pods and the Service), and with `modelRef`
+//! `nvidia.com/dynamo-base-model-hash` (8 hex digits of SHA-256 of the model name, over a pod
+//! template label of that name); annotations = the pod template's (without
+//! `nvidia.com/dynamo-operator-origin-version`; topology annotations come from the DCD), with
+//! `modelRef` `nvidia.com/dynamo-base-model` (the name) (upstream's `GetDCDKubeLabels` /
+//! `GetDCDKubeAnnotations`); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
 //! `maxUnavailable` 25% or `nvidia.com/deployment-rolling-update-max-surge|-max-unavailable`,
 //! or `Recreate` with `nvidia.com/deployment-strategy: Recreate`.
 //!
@@ -85,13 +94,16 @@
 //! `nvidia.com/dynamo-graph-deployment-name`, `nvidia.com/dynamo-component-type`,
 //! `nvidia.com/metrics-enabled: "true"` (unless `nvidia.com/enable-metrics: "false"`), and with
 //! Kubernetes discovery `nvidia.com/dynamo-discovery-backend: kubernetes`,
-//! `nvidia.com/dynamo-discovery-enabled: "true"`; with `modelRef`, the label
-//! `nvidia.com/dynamo-base-model-hash` (8 hex digits of SHA-256 of the model name) and the
-//! annotation `nvidia.com/dynamo-base-model` (the name), on pods only. Pod spec:
+//! `nvidia.com/dynamo-discovery-enabled: "true"` (the base-model label and annotation as on the
+//! Deployment: the model Service selects the pods by the hash). Pod spec:
 //! `terminationGracePeriodSeconds: 60`, `restartPolicy: Always`, `securityContext.fsGroup: 1000`
-//! unless the user sets a security context, ServiceAccount `planner-serviceaccount` for planners,
-//! else `<dgd>-k8s-service-discovery` with Kubernetes discovery, else `default`; the user's pod
-//! spec wins field by field. The `main` container is the operator default for the component type
+//! unless the user sets a security context; ServiceAccount: the user's, else
+//! `planner-serviceaccount` for planners (`epp-serviceaccount` for the EPP), else
+//! `<dgd>-k8s-service-discovery` with Kubernetes discovery, else the first by name of the
+//! namespace's ServiceAccounts labelled `nvidia.com/dynamo-component-pod: "true"` (read from the
+//! watch cache; upstream takes the first of its cache's list, in no stable order, so with two
+//! such accounts its pods can change account between reconciles), else `default`
+//! ([`component_pod_account`]); the user's pod spec wins field by field. The `main` container is the operator default for the component type
 //! with the user's `main` merged over it: every field the user sets wins (command and args are kept
 //! from the user, lists replace lists, a user probe replaces the default probe), env vars merge by
 //! name (user wins) sorted by name; other containers are sidecars, kept as written. `/dev/shm`:
@@ -122,7 +134,8 @@
 //!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
-//! frontend. Labels as the Deployment (so the sub-component type and component class too; a
+//! frontend. Labels as the Deployment (so the sub-component type, component class and base-model
+//! hash too; a
 //! `nvidia.com/dynamo-component-type` label only when the DCD carries one, as upstream's
 //! Service copies the DCD's labels) plus the discovery labels, the same annotations, selector
 //! `nvidia.com/dynamo-component-type`, `nvidia.com/dynamo-namespace`,
@@ -134,6 +147,13 @@
 //! LeaderCreated`, `size` = nodeCount, leader and worker templates as above with label
 //! `role: leader|worker` and without `nvidia.com/selector`.
 //!
+//! **Model Service** (with `modelRef`): `dynamo-model-<hash>`, headless (`clusterIP: None`),
+//! labels `nvidia.com/dynamo-base-model-hash` and `nvidia.com/managed-by: dynamo-operator`,
+//! annotation `nvidia.com/dynamo-base-model`, selector the hash label, port `system` 9090 →
+//! 9090, `publishNotReadyAddresses: false`; one per model and namespace, shared with every DCD
+//! and graph serving the model (see `reconcilers::model_service` for the ownership rule, which
+//! differs from upstream's first-owner controller reference).
+//!
 //! The Dynamo namespace is the DCD's `nvidia.com/dynamo-namespace` label, else
 //! `<namespace>-<graph>` (`dynamo` with `globalDynamoNamespace`), the graph being the DCD's
 //! `nvidia.com/dynamo-graph-deployment-name` label or its DynamoGraphDeployment owner (the DCD
@@ -144,12 +164,9 @@
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService, a ServiceAccount chosen by the
-//! `nvidia.com/dynamo-component-pod` label), headless model Services for `modelRef`,
-//! `dynamoSidecar`, checkpoint restore, runtime-version-gated
-//! defaults
-//! (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from runtime 1.6, canary health
-//! checks from 1.5: the conformance images are older), backend-specific multinode wiring
+//! credentials, ingress and Istio VirtualService), `dynamoSidecar`, checkpoint restore,
+//! runtime-version-gated defaults (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from
+//! runtime 1.6, canary health checks from 1.5: the conformance images are older), backend-specific multinode wiring
 //! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker
 //! probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
@@ -168,6 +185,7 @@ pub use reconcile::{
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
 };
 pub use render::{
-    Rendered, Workload, applied_replicas, held_replicas, hold_replicas, render, render_with,
+    Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,
+    render, render_with,
 };
 pub use status::{deployment_ready, leader_worker_set_ready};

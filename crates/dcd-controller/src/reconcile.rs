@@ -4,26 +4,28 @@ use std::fmt;
 use std::sync::Arc;
 
 use api::dcd::{CONDITION_AVAILABLE, CONDITION_DYNAMO_COMPONENT_READY};
+use api::labels::DYNAMO_COMPONENT_POD;
 use api::labels::LAST_APPLIED_HASH;
 use api::validate::{InvalidSpec, REASON_INVALID_SPEC, validate_dcd};
 use api::{DynamoComponentDeployment, DynamoComponentDeploymentStatus};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::conditions::{self, Status};
 use kit::object::{key, resource};
 use kit::{
     Deleted, EventType, Failed, Outcome, Preconditions, ReaderExt, ReconcileStatus, Reconciled,
-    Retry, WriterExt,
+    Retry, Selector, WriterExt,
 };
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use pod_render::Infrastructure;
+use reconcilers::model_service::{self, ModelServices};
 
 use crate::render::{
-    Identity, Workload, applied_replicas, engine_gpus, held_replicas, hold_replicas,
-    leader_worker_set_resource, render_with, service_name,
+    Identity, Workload, applied_replicas, component_pod_account, engine_gpus, held_replicas,
+    hold_replicas, leader_worker_set_resource, render_with, service_name,
 };
 use crate::status::{
     REASON_DEPLOYMENT_NOT_READY, REASON_DEPLOYMENT_READY, REASON_LEADER_WORKER_SET_NOT_READY,
@@ -94,6 +96,9 @@ pub enum Error {
         name: String,
         owner: String,
     },
+    /// Converging the headless model Service of `modelRef` failed.
+    #[error("failed to reconcile the model Service: {0}")]
+    ModelService(#[source] reconcilers::Error),
     /// Reading, applying or deleting a child failed.
     #[error("{action} {child} {name}: {source}")]
     Sync {
@@ -112,6 +117,7 @@ impl Error {
             Error::InvalidSpec(_) => REASON_INVALID_SPEC,
             Error::OwnershipConflict { .. } => REASON_OWNERSHIP_CONFLICT,
             Error::Sync { child, .. } => child.failure_reason(),
+            Error::ModelService(_) => REASON_SERVICE_SYNC_FAILED,
         }
     }
 
@@ -162,6 +168,7 @@ type StatusOf = DynamoComponentDeploymentStatus;
 pub struct DcdReconciler {
     reader: Arc<dyn kit::Reader>,
     writer: Arc<dyn kit::Writer>,
+    model_services: ModelServices,
     leader_worker_set: bool,
     infrastructure: Infrastructure,
 }
@@ -172,6 +179,7 @@ impl DcdReconciler {
     /// [`DcdReconciler::with_leader_worker_set`] says the cluster serves that API.
     pub fn new(reader: Arc<dyn kit::Reader>, writer: Arc<dyn kit::Writer>) -> Self {
         DcdReconciler {
+            model_services: ModelServices::new(reader.clone(), writer.clone()),
             reader,
             writer,
             leader_worker_set: false,
@@ -210,7 +218,11 @@ impl DcdReconciler {
         }
 
         let identity = Identity::resolve(dcd);
-        let mut rendered = render_with(dcd, &self.infrastructure);
+        let account = match self.component_pod_account(dcd, &identity).await {
+            Ok(account) => account,
+            Err(error) => return Err(Box::new(fail(out, generation, error))),
+        };
+        let mut rendered = render_with(dcd, &self.infrastructure, account.as_deref());
         if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {
             let live = match self.live_replicas(dcd, &rendered.workload).await {
                 Ok(live) => live,
@@ -249,6 +261,9 @@ impl DcdReconciler {
         out.status.component = Some(readiness.component);
         conditions::set(&mut out.status.conditions, component_ready);
         if let Err(error) = self.ensure_service(dcd, rendered.service, &mut out).await {
+            return Err(Box::new(fail(out, generation, error)));
+        }
+        if let Err(error) = self.ensure_model_services(dcd, &mut out).await {
             return Err(Box::new(fail(out, generation, error)));
         }
         out.status.observed_generation = Some(generation);
@@ -411,6 +426,50 @@ impl DcdReconciler {
             .map_err(Error::ensure(Child::Service, &name))?;
         mutation_event(out, dcd, Child::Service, &name, ensured.change);
         Ok(())
+    }
+}
+
+impl DcdReconciler {
+    /// The namespace's ServiceAccount for pods nothing else names one for
+    /// ([`crate::render::component_pod_account`]), read from the watch cache.
+    async fn component_pod_account(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        identity: &Identity,
+    ) -> Result<Option<String>, Error> {
+        let selector = Selector::from_iter([(DYNAMO_COMPONENT_POD, "true")]);
+        let workload = if identity.nodes > 1 {
+            Child::LeaderWorkerSet
+        } else {
+            Child::Deployment
+        };
+        let labelled: Vec<ServiceAccount> = self
+            .reader
+            .list(dcd.namespace().as_deref(), &selector)
+            .await
+            .map_err(Error::sync(
+                workload,
+                "list the labelled ServiceAccounts for",
+                &identity.name,
+            ))?;
+        Ok(component_pod_account(&labelled))
+    }
+
+    /// The headless model Service of the DCD's `modelRef`, shared with every other DCD serving
+    /// that model in the namespace (`reconcilers::model_service`); one it held for a model it no
+    /// longer serves is given up.
+    async fn ensure_model_services(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        out: &mut Outcome<StatusOf>,
+    ) -> Result<(), Error> {
+        let owner = model_service::Owner::of(dcd).map_err(Error::ModelService)?;
+        let models = model_service::models([&dcd.spec.component]);
+        let desired = model_service::render(&owner, &models, &Default::default());
+        self.model_services
+            .ensure(&owner, &desired, &mut out.events)
+            .await
+            .map_err(Error::ModelService)
     }
 }
 

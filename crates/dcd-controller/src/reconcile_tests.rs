@@ -750,3 +750,134 @@ async fn a_dcd_being_deleted_is_left_to_garbage_collection() {
     assert!(d.writes().is_empty());
     assert!(d.objects::<Deployment>().is_empty());
 }
+
+fn with_model(
+    mut dcd: DynamoComponentDeployment,
+    model: Option<&str>,
+) -> DynamoComponentDeployment {
+    dcd.spec.component.model_ref = model.map(|name| api::common::ModelReference {
+        name: name.into(),
+        revision: None,
+    });
+    dcd
+}
+
+fn model_service_owners(d: &Double, model: &str) -> Option<Vec<String>> {
+    let s: Service = d.object(Some(NS), &labels::model_service_name(model))?;
+    Some(
+        s.owner_references()
+            .iter()
+            .map(|o| o.name.clone())
+            .collect(),
+    )
+}
+
+/// The component pathway's model Service: the DCDs serving one model share it (each its own
+/// non-controller owner reference), an idle pass sends nothing, a DCD dropping `modelRef` gives
+/// up its part, and the last one deletes it.
+#[tokio::test]
+async fn dcds_share_the_model_service_and_the_last_one_deletes_it() {
+    let prefill = with_model(
+        conformance_dcd("v1beta1", "vllm-disagg.yaml", "VllmPrefillWorker"),
+        Some("llama"),
+    );
+    let mut decode = with_model(
+        conformance_dcd("v1beta1", "vllm-disagg.yaml", "VllmDecodeWorker"),
+        Some("llama"),
+    );
+    decode.metadata.uid = Some("decode-uid".into());
+    let (p, q) = (prefill.name_any(), decode.name_any());
+    let (d, r) = setup(prefill);
+    d.insert(decode);
+    pass(&d, &r, &p).await.unwrap();
+    pass(&d, &r, &q).await.unwrap();
+    assert_eq!(
+        model_service_owners(&d, "llama").unwrap(),
+        [p.clone(), q.clone()]
+    );
+    let s: Service = d
+        .object(Some(NS), &labels::model_service_name("llama"))
+        .unwrap();
+    assert!(
+        s.owner_references()
+            .iter()
+            .all(|o| o.controller == Some(false))
+    );
+    assert_eq!(s.annotations()[labels::DYNAMO_BASE_MODEL], "llama");
+
+    clear(&d);
+    pass(&d, &r, &p).await.unwrap();
+    pass(&d, &r, &q).await.unwrap();
+    assert!(d.writes().is_empty(), "{:?}", d.writes());
+
+    for (name, left) in [(&p, Some(vec![q.clone()])), (&q, None)] {
+        let mut changed = dcd(&d, name);
+        changed.spec.component.model_ref = None;
+        changed.metadata.resource_version = None;
+        d.insert(changed);
+        pass(&d, &r, name).await.unwrap();
+        assert_eq!(model_service_owners(&d, "llama"), left, "after {name}");
+    }
+    assert!(d.event_reasons().contains(&"ServiceDeleted".to_string()));
+}
+
+#[tokio::test]
+async fn a_failed_model_service_apply_is_a_service_sync_failure() {
+    // etcd discovery: a worker gets no component Service, so the only Service is the model's.
+    let mut etcd = with_model(worker(), Some("llama"));
+    let template = etcd.spec.component.pod_template.as_mut().unwrap();
+    template
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(labels::DYNAMO_DISCOVERY_BACKEND.into(), "etcd".into());
+    let (d, r) = setup(etcd);
+    d.fail_next(Verb::Apply, "Service", kit::Error::Invalid("boom".into()));
+    assert!(pass(&d, &r, WORKER).await.is_err());
+    assert!(d.objects::<Service>().is_empty());
+    let (status, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "ServiceSyncFailed")
+    );
+    assert!(
+        message
+            .starts_with("failed to reconcile the model Service: apply Service ns/dynamo-model-"),
+        "{message}"
+    );
+}
+
+/// The labelled ServiceAccount comes from the reader (the watch cache): the first by name of
+/// the DCD's namespace.
+#[tokio::test]
+async fn pods_run_as_the_namespaces_labelled_service_account() {
+    let mut alone = worker();
+    alone.metadata.labels = None;
+    alone.metadata.owner_references = None;
+    let (d, r) = setup(alone);
+    let account = |ns: &str, name: &str| k8s_openapi::api::core::v1::ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            labels: Some(std::collections::BTreeMap::from([(
+                labels::DYNAMO_COMPONENT_POD.to_string(),
+                "true".to_string(),
+            )])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    d.insert(account(NS, "zeta"));
+    d.insert(account(NS, "beta"));
+    d.insert(account("elsewhere", "alpha"));
+    pass(&d, &r, WORKER).await.unwrap();
+    let sa = deployment(&d, WORKER)
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .service_account_name;
+    assert_eq!(sa.as_deref(), Some("beta"));
+}

@@ -15,7 +15,7 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    Container, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
+    Container, PodSpec, PodTemplateSpec, Service, ServiceAccount, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -23,8 +23,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
 use pod_render::{
-    Backend, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput, SYSTEM_PORT, SYSTEM_PORT_NAME,
-    epp,
+    Backend, DEFAULT_SERVICE_ACCOUNT, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput,
+    SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
 };
 use serde_json::{Value, json};
 
@@ -101,20 +101,29 @@ impl Role {
     }
 }
 
-/// Render the objects `dcd` wants, with no operator infrastructure settings. Pure and
-/// deterministic.
+/// Render the objects `dcd` wants, with no operator infrastructure settings and no labelled
+/// ServiceAccount in the namespace. Pure and deterministic.
 pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
-    render_with(dcd, &Infrastructure::default())
+    render_with(dcd, &Infrastructure::default(), None)
 }
 
-/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env. Pure
-/// and deterministic.
-pub fn render_with(dcd: &DynamoComponentDeployment, infrastructure: &Infrastructure) -> Rendered {
+/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env, and
+/// running as `account` (see [`component_pod_account`]) when nothing else names their
+/// ServiceAccount (`default` when `None`). Pure and deterministic.
+pub fn render_with(
+    dcd: &DynamoComponentDeployment,
+    infrastructure: &Infrastructure,
+    account: Option<&str>,
+) -> Rendered {
     let identity = Identity::resolve(dcd);
+    let pods = Pods {
+        infrastructure,
+        account,
+    };
     let workload = if identity.nodes > 1 {
-        Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity, infrastructure)))
+        Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity, &pods)))
     } else {
-        Workload::Deployment(Box::new(deployment(dcd, &identity, infrastructure)))
+        Workload::Deployment(Box::new(deployment(dcd, &identity, &pods)))
     };
     Rendered {
         workload,
@@ -162,6 +171,33 @@ pub fn hold_replicas(workload: &mut Workload, replicas: Option<i32>) {
             }
         }
     }
+}
+
+/// The ServiceAccount component pods run as when neither the user, the planner/EPP defaults nor
+/// Kubernetes discovery names one: of the namespace's ServiceAccounts labelled
+/// `nvidia.com/dynamo-component-pod: "true"` (`labelled`, in any order), the first by name.
+/// Upstream takes the first its cache lists, in no guaranteed order, so two labelled accounts
+/// can make its pods flip between them; here the choice is stable. `None` (no labelled account):
+/// `default`.
+pub fn component_pod_account(labelled: &[ServiceAccount]) -> Option<String> {
+    labelled
+        .iter()
+        .filter(|sa| {
+            sa.labels()
+                .get(labels::DYNAMO_COMPONENT_POD)
+                .map(String::as_str)
+                == Some("true")
+        })
+        .map(ResourceExt::name_any)
+        .min()
+}
+
+/// What every pod template of a DCD is rendered with besides the DCD.
+#[derive(Clone, Copy)]
+struct Pods<'a> {
+    infrastructure: &'a Infrastructure,
+    /// The namespace's labelled ServiceAccount ([`component_pod_account`]).
+    account: Option<&'a str>,
 }
 
 /// Name of the component Service: the DCD name, lowercased, dots as dashes.
@@ -230,6 +266,12 @@ impl Identity {
 
         let mut kube_labels = own.clone();
         kube_labels.extend(template_labels);
+        // As upstream's `GetDCDKubeLabels` / `GetDCDKubeAnnotations`: on the workload, its pods
+        // and the component Service (the model Service selects the pods by the hash).
+        let base_model = labels::base_model(component.model_ref.as_ref());
+        if let Some((hash, _)) = &base_model {
+            kube_labels.insert(labels::DYNAMO_BASE_MODEL_HASH.into(), hash.clone());
+        }
         // Prefill and decode components carry their v1alpha1 sub-component type (over any
         // label of that name), as upstream's alpha view of the DCD gives it.
         if let Some(sub) = spec_type.and_then(ComponentType::sub_component_type) {
@@ -251,6 +293,9 @@ impl Identity {
 
         let own_annotations = dcd.metadata.annotations.clone().unwrap_or_default();
         let mut annotations = pod_template_annotations(dcd);
+        if let Some((_, name)) = base_model {
+            annotations.insert(labels::DYNAMO_BASE_MODEL.into(), name);
+        }
         annotations.remove(labels::DYNAMO_OPERATOR_ORIGIN_VERSION);
         for key in [
             labels::TOPOLOGY_LABEL_KEY,
@@ -362,11 +407,7 @@ fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
 
 // --- workloads -------------------------------------------------------------------------------
 
-fn deployment(
-    dcd: &DynamoComponentDeployment,
-    id: &Identity,
-    infrastructure: &Infrastructure,
-) -> Deployment {
+fn deployment(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> Deployment {
     let strategy = if id
         .annotations
         .get(labels::DEPLOYMENT_STRATEGY)
@@ -413,7 +454,7 @@ fn deployment(
                 )])),
                 ..Default::default()
             },
-            template: pod_template(dcd, id, Role::Main, infrastructure),
+            template: pod_template(dcd, id, Role::Main, pods),
             strategy: Some(strategy),
             ..Default::default()
         }),
@@ -424,10 +465,10 @@ fn deployment(
 fn leader_worker_set(
     dcd: &DynamoComponentDeployment,
     id: &Identity,
-    infrastructure: &Infrastructure,
+    pods: &Pods<'_>,
 ) -> DynamicObject {
     let template = |role: Role| {
-        let mut t = pod_template(dcd, id, role, infrastructure);
+        let mut t = pod_template(dcd, id, role, pods);
         if let Some(labels) = t.metadata.as_mut().and_then(|m| m.labels.as_mut()) {
             labels.remove(labels::SELECTOR);
         }
@@ -469,11 +510,11 @@ fn int_or_string(value: &str) -> IntOrString {
 
 /// The pod template of `role`: labels, annotations, and the pod spec with operator defaults
 /// under the user's values.
-pub(crate) fn pod_template(
+fn pod_template(
     dcd: &DynamoComponentDeployment,
     id: &Identity,
     role: Role,
-    infrastructure: &Infrastructure,
+    pods: &Pods<'_>,
 ) -> PodTemplateSpec {
     let mut labels = id.labels.clone();
     if id
@@ -506,27 +547,21 @@ pub(crate) fn pod_template(
     if let Some(role) = role.label() {
         labels.insert(ROLE_LABEL.into(), role.into());
     }
-    let mut annotations = id.annotations.clone();
-    if let Some((hash, name)) = labels::base_model(dcd.spec.component.model_ref.as_ref()) {
-        labels.insert(labels::DYNAMO_BASE_MODEL_HASH.into(), hash);
-        annotations.insert(labels::DYNAMO_BASE_MODEL.into(), name);
-    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: non_empty(labels),
-            annotations: non_empty(annotations),
+            annotations: non_empty(id.annotations.clone()),
             ..Default::default()
         }),
-        spec: Some(pod_spec(dcd, id, infrastructure)),
+        spec: Some(pod_spec(dcd, id, pods)),
     }
 }
 
-fn pod_spec(
-    dcd: &DynamoComponentDeployment,
-    id: &Identity,
-    infrastructure: &Infrastructure,
-) -> PodSpec {
-    pod_render::pod_spec(&PodInput {
+/// The pod both pathways render, running as the namespace's labelled ServiceAccount, else
+/// `default`, when nothing named one (upstream's component pathway; the Grove pathway leaves it
+/// unnamed, as upstream, and the kubelet uses `default`).
+fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> PodSpec {
+    let mut spec = pod_render::pod_spec(&PodInput {
         graph: id.graph.as_deref(),
         namespace: id.namespace.as_deref().unwrap_or_default(),
         component: &dcd.spec.component,
@@ -540,8 +575,17 @@ fn pod_spec(
         graph_env: &[],
         kv_transfer: None,
         pull_secrets: &[],
-        infrastructure,
-    })
+        infrastructure: pods.infrastructure,
+    });
+    if spec
+        .service_account_name
+        .as_deref()
+        .is_none_or(str::is_empty)
+    {
+        spec.service_account_name =
+            Some(pods.account.unwrap_or(DEFAULT_SERVICE_ACCOUNT).to_string());
+    }
+    spec
 }
 
 // --- the Service ---------------------------------------------------------------------------

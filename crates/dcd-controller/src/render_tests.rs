@@ -1395,11 +1395,15 @@ fn intstr_knobs() {
     assert_eq!(int_or_string("30%"), IntOrString::String("30%".into()));
 }
 
-/// A component with `modelRef` gets the base model's hash as a pod label and its name as a pod
-/// annotation (upstream's `AddBaseModelLabel` / `AddBaseModelAnnotation`); the Deployment and
-/// the component Service do not carry them. No `modelRef`, or an empty name: neither.
+/// A component with `modelRef` gets the base model's hash as a label and its name as an
+/// annotation (upstream's `AddBaseModelLabel` / `AddBaseModelAnnotation` inside
+/// `GetDCDKubeLabels` / `GetDCDKubeAnnotations`, which `generateDeployment`,
+/// `generateLeaderWorkerSet` (labels only), the pod templates and `generateService` →
+/// `GenerateComponentService` all use): on the pods, the Deployment or LeaderWorkerSet, and the
+/// component Service (whose selector stays the component's). No `modelRef`, or an empty name:
+/// none of them.
 #[test]
-fn base_model_label_and_annotation_on_pods() {
+fn base_model_label_and_annotation_on_pods_workload_and_service() {
     let rows = [
         (
             "vllm-agg.yaml",
@@ -1429,38 +1433,191 @@ fn base_model_label_and_annotation_on_pods() {
             name: name.into(),
             revision: None,
         });
-        for t in templates(&dcd) {
-            let meta = t.metadata.unwrap();
-            let label = meta
-                .labels
-                .unwrap()
-                .get(labels::DYNAMO_BASE_MODEL_HASH)
-                .cloned();
-            assert_eq!(label.as_deref(), hash, "{at}");
-            let annotation = meta
-                .annotations
-                .unwrap_or_default()
-                .get(labels::DYNAMO_BASE_MODEL)
-                .cloned();
+        let name = model.filter(|_| hash.is_some());
+        let check = |what: &str, meta: ObjectMeta, annotated: bool| {
+            let label = meta.labels.unwrap_or_default();
             assert_eq!(
-                annotation.as_deref(),
-                model.filter(|_| hash.is_some()),
-                "{at}"
+                label
+                    .get(labels::DYNAMO_BASE_MODEL_HASH)
+                    .map(String::as_str),
+                hash,
+                "{at} {what} label"
             );
+            if annotated {
+                let annotations = meta.annotations.unwrap_or_default();
+                assert_eq!(
+                    annotations
+                        .get(labels::DYNAMO_BASE_MODEL)
+                        .map(String::as_str),
+                    name,
+                    "{at} {what} annotation"
+                );
+            }
+        };
+        for t in templates(&dcd) {
+            check("pod", t.metadata.unwrap(), true);
         }
         let r = render(&dcd);
-        let workload = match &r.workload {
-            Workload::Deployment(d) => d.metadata.labels.clone().unwrap(),
-            Workload::LeaderWorkerSet(l) => l.metadata.labels.clone().unwrap(),
-        };
+        match &r.workload {
+            Workload::Deployment(d) => check("Deployment", d.metadata.clone(), true),
+            // Upstream's LeaderWorkerSet metadata has labels only.
+            Workload::LeaderWorkerSet(l) => check("LeaderWorkerSet", l.metadata.clone(), false),
+        }
+        let service = r.service.unwrap();
+        let selector = service.spec.clone().unwrap().selector.unwrap();
         assert!(
-            !workload.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
+            !selector.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
             "{at}"
         );
-        let service = r.service.unwrap().metadata.labels.unwrap();
-        assert!(
-            !service.contains_key(labels::DYNAMO_BASE_MODEL_HASH),
-            "{at}"
-        );
+        check("Service", service.metadata, true);
+    }
+}
+
+fn service_account(
+    name: &str,
+    labelled: Option<&str>,
+) -> k8s_openapi::api::core::v1::ServiceAccount {
+    k8s_openapi::api::core::v1::ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            labels: labelled.map(|v| {
+                BTreeMap::from([(labels::DYNAMO_COMPONENT_POD.to_string(), v.to_string())])
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// The ServiceAccount of every pod template of `dcd` rendered with the namespace's `accounts`.
+fn accounts_of(
+    dcd: &DynamoComponentDeployment,
+    accounts: &[k8s_openapi::api::core::v1::ServiceAccount],
+) -> Vec<Option<String>> {
+    let account = component_pod_account(accounts);
+    let templates = match render_with(dcd, &Infrastructure::default(), account.as_deref()).workload
+    {
+        Workload::Deployment(d) => vec![d.spec.unwrap().template],
+        Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
+            .into_iter()
+            .map(|t| {
+                serde_json::from_value::<PodTemplateSpec>(
+                    l.data["spec"]["leaderWorkerTemplate"][t].clone(),
+                )
+                .unwrap()
+            })
+            .collect(),
+    };
+    templates
+        .into_iter()
+        .map(|t| t.spec.unwrap().service_account_name)
+        .collect()
+}
+
+/// Upstream's `TestDynamoComponentDeploymentReconciler_generateLeaderWorkerSet` ServiceAccount
+/// row (an SA `default-test-sa` labelled `nvidia.com/dynamo-component-pod: "true"` in the
+/// namespace: leader and worker templates run as it; none: `default`), and the rule around it:
+/// only accounts labelled `"true"` count, the first by name wins (upstream: its cache's list
+/// order), and a name from the user, the planner/EPP defaults or Kubernetes discovery comes
+/// first (upstream looks only when the pod spec has none).
+#[test]
+fn component_pod_service_account() {
+    let standalone = |mut dcd: DynamoComponentDeployment| {
+        dcd.metadata.labels = None;
+        dcd.metadata.owner_references = None;
+        dcd
+    };
+    let lws = standalone(conformance_dcd(
+        "v1beta1",
+        "sglang-disagg-multinode.yaml",
+        "decode",
+    ));
+    let single = standalone(worker());
+    let labelled = service_account("default-test-sa", Some("true"));
+    let mut named = single.clone();
+    named
+        .spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .service_account_name = Some("my-sa".into());
+    let mut planner = conformance_dcd("v1beta1", "sglang-disagg-planner.yaml", "Planner");
+    planner.metadata.labels = None;
+    planner.metadata.owner_references = None;
+    let graph_worker = worker();
+    let some = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| Some(n.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let rows: Vec<(
+        &str,
+        &DynamoComponentDeployment,
+        Vec<_>,
+        Vec<Option<String>>,
+    )> = vec![
+        (
+            "upstream row: LWS",
+            &lws,
+            vec![labelled.clone()],
+            some(&["default-test-sa", "default-test-sa"]),
+        ),
+        (
+            "no labelled account",
+            &lws,
+            vec![],
+            some(&["default", "default"]),
+        ),
+        (
+            "single node",
+            &single,
+            vec![labelled.clone()],
+            some(&["default-test-sa"]),
+        ),
+        (
+            "first by name",
+            &single,
+            vec![
+                service_account("zz", Some("true")),
+                service_account("aa", Some("true")),
+            ],
+            some(&["aa"]),
+        ),
+        (
+            "only \"true\" counts",
+            &single,
+            vec![
+                service_account("aa", Some("false")),
+                service_account("bb", None),
+            ],
+            some(&["default"]),
+        ),
+        (
+            "the user's name wins",
+            &named,
+            vec![labelled.clone()],
+            some(&["my-sa"]),
+        ),
+        (
+            "planner default wins",
+            &planner,
+            vec![labelled.clone()],
+            some(&["planner-serviceaccount"]),
+        ),
+        (
+            "discovery account wins",
+            &graph_worker,
+            vec![labelled.clone()],
+            some(&["vllm-agg-k8s-service-discovery"]),
+        ),
+    ];
+    for (row, dcd, accounts, expected) in rows {
+        assert_eq!(accounts_of(dcd, &accounts), expected, "{row}");
     }
 }

@@ -23,6 +23,11 @@ pub enum Relation {
     Primary,
     /// Children with a controller owner reference to a DCD; map to that DCD.
     Owned,
+    /// Children with owner references (controller or not) to DCDs, such as the shared model
+    /// Service; map to every owning DCD.
+    Owners,
+    /// Objects of the DCDs' namespace they read; map to every DCD of the namespace.
+    Namespace,
 }
 
 /// One watch of this controller.
@@ -41,7 +46,7 @@ pub struct Watch {
 }
 
 /// Every watch of the DCD controller.
-pub const WATCHES: [Watch; 4] = [
+pub const WATCHES: [Watch; 5] = [
     Watch {
         api_version: "nvidia.com/v1beta1",
         kind: "DynamoComponentDeployment",
@@ -59,8 +64,15 @@ pub const WATCHES: [Watch; 4] = [
     Watch {
         api_version: "v1",
         kind: "Service",
-        relation: Relation::Owned,
-        triggers: "spec, label and annotation changes (Services have no generation), to restore drift; deletion",
+        relation: Relation::Owners,
+        triggers: "spec changes (Services have no generation), to restore drift; deletion (the component Service has the DCD as controller; the model Service has every DCD serving the model as a non-controller owner)",
+        optional: false,
+    },
+    Watch {
+        api_version: "v1",
+        kind: "ServiceAccount",
+        relation: Relation::Namespace,
+        triggers: "creation, deletion, and changes of the `nvidia.com/dynamo-component-pod` label (the account pods run as when nothing names one); the graph's own accounts enqueue nothing",
         optional: false,
     },
     Watch {

@@ -10,6 +10,7 @@
 //! | 2 | shared resources ([`reconcilers::shared`]) | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
 //! | 3 | restart ([`restart::GroveRestart`]) | next `status.restart` from Grove's progress | `failed_to_resolve_restart_progress` |
 //! | 4 | workload ([`workload::PodCliqueSetWorkload`]) | resolve → render → apply the PodCliqueSet → scale Grove children → readiness, `status.components` | `failed_to_reconcile_the_resources` |
+//! | 4b | model Services ([`reconcilers::model_service`]) | the graph's share of the headless `dynamo-model-<hash>` Service of each `modelRef` (shared with the other graphs of the namespace serving the model; one it no longer serves is given up, the last owner deletes it); upstream runs it after the PodCliqueSet too | `failed_to_reconcile_the_resources`, message `failed to reconcile model services: …` |
 //! | 5 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
 //! | 6 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
 //! | ∞ | topology condition ([`topology::TopologyCondition`]) | `TopologyLevelsAvailable` from Grove; runs last, also after a failed step | — |
@@ -42,6 +43,7 @@ use grove_render::names::pcs_name;
 use kit::conditions::{self, READY};
 use kit::{Event, Failed, OrFail, Outcome, Reader, Reconciled, Writer};
 use kube::ResourceExt;
+use reconcilers::model_service::{self, ModelServices};
 use reconcilers::scaling_adapters::{self, ScalingAdapters};
 use reconcilers::shared::{SharedConfig, SharedResources};
 
@@ -72,6 +74,9 @@ pub enum Error {
     /// The workload step failed.
     #[error("failed to reconcile the Grove PodCliqueSet: {0}")]
     Workload(#[from] workload::Error),
+    /// The model Services step failed.
+    #[error("failed to reconcile model services: {0}")]
+    ModelServices(#[source] reconcilers::Error),
     /// The scaling adapters step failed.
     #[error("failed to reconcile the scaling adapters: {0}")]
     ScalingAdapters(#[from] scaling_adapters::Error),
@@ -95,6 +100,7 @@ pub struct GroveProgram {
     shared: SharedResources,
     restart: GroveRestart,
     workload: PodCliqueSetWorkload,
+    model_services: ModelServices,
     scaling_adapters: ScalingAdapters,
     topology: TopologyCondition,
 }
@@ -112,6 +118,7 @@ impl GroveProgram {
                 config.render,
                 config.discover_pull_secrets,
             ),
+            model_services: ModelServices::new(reader.clone(), writer.clone()),
             scaling_adapters: ScalingAdapters::new(reader.clone(), writer),
             topology: TopologyCondition::new(reader),
         }
@@ -135,6 +142,19 @@ impl GroveProgram {
                 Err(failed)
             }
         }
+    }
+
+    /// The graph's share of the model Services of its components' `modelRef`s, with its
+    /// `spec.annotations`.
+    async fn ensure_model_services(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        events: &mut Vec<Event>,
+    ) -> Result<(), reconcilers::Error> {
+        let owner = model_service::Owner::of(dgd)?;
+        let models = model_service::models(&dgd.spec.components);
+        let desired = model_service::render(&owner, &models, &dgd.spec.annotations);
+        self.model_services.ensure(&owner, &desired, events).await
     }
 
     async fn steps(
@@ -193,19 +213,21 @@ impl GroveProgram {
             Ok(report) => report,
             Err(error) => {
                 let awaits = error.awaits_change();
-                let failed: Failed<_, _> = out.fail(
+                return Err(fail_resources(
+                    out,
                     generation,
-                    workload::REASON_WORKLOADS_FAILED,
                     Error::Workload(error),
-                );
-                return Err(Box::new(if awaits {
-                    failed.await_change()
-                } else {
-                    failed
-                }));
+                    awaits,
+                ));
             }
         };
         out.status.components = report.readiness.components.clone();
+
+        if let Err(error) = self.ensure_model_services(dgd, &mut out.events).await {
+            let awaits = error.awaits_change();
+            let error = Error::ModelServices(error);
+            return Err(fail_resources(out, generation, error, awaits));
+        }
 
         let waiting = ready::waiting_for_checkpoints(&checkpoints);
         let (state, ready) =
@@ -233,4 +255,20 @@ impl GroveProgram {
             )?;
         Ok(out)
     }
+}
+
+/// The failed outcome of a step reported with upstream's `failed_to_reconcile_the_resources`; no
+/// retry until the graph changes when `awaits` (an input only a change can fix).
+fn fail_resources(
+    out: Outcome<DynamoGraphDeploymentStatus>,
+    generation: i64,
+    error: Error,
+    awaits: bool,
+) -> Box<Failed<DynamoGraphDeploymentStatus, Error>> {
+    let failed = out.fail(generation, workload::REASON_WORKLOADS_FAILED, error);
+    Box::new(if awaits {
+        failed.await_change()
+    } else {
+        failed
+    })
 }

@@ -752,3 +752,78 @@ async fn component_services_follow_discovery_and_the_rendered_selectors() {
             .contains(&EVENT_SERVICE_DELETED.to_string())
     );
 }
+
+fn model_service(d: &Double, model: &str) -> Option<k8s_openapi::api::core::v1::Service> {
+    d.object(Some(NS), &labels::model_service_name(model))
+}
+
+fn serve(g: &mut api::DynamoGraphDeployment, model: Option<&str>) {
+    g.spec.components[1].model_ref = model.map(|name| api::common::ModelReference {
+        name: name.into(),
+        revision: None,
+    });
+}
+
+/// The model Service step (upstream's `ReconcileModelServicesForComponents` on the Grove
+/// pathway, after the PodCliqueSet): the graph's share of `dynamo-model-<hash>` with its
+/// `spec.annotations`, a non-controller owner reference; idle passes send nothing; a model the
+/// graph no longer serves is given up (deleted, the graph being its only owner); a failure is
+/// `failed_to_reconcile_the_resources` with upstream's message.
+#[tokio::test]
+async fn model_services_follow_model_ref() {
+    let d = Double::new();
+    let mut g = graph();
+    serve(&mut g, Some("llama"));
+    g.spec
+        .annotations
+        .insert("example.com/graph".into(), "true".into());
+    d.insert(g);
+    let p = program(&d);
+    pass(&d, &p).await.unwrap();
+    let s = model_service(&d, "llama").expect("the model Service");
+    assert_eq!(s.annotations()["example.com/graph"], "true");
+    assert_eq!(s.annotations()[labels::DYNAMO_BASE_MODEL], "llama");
+    let owner = &s.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.controller, owner.uid.as_str()),
+        (
+            "DynamoGraphDeployment",
+            Some(false),
+            stored(&d).metadata.uid.as_deref().unwrap()
+        )
+    );
+    grove(&d, None);
+    pass(&d, &p).await.unwrap();
+    d.clear_writes();
+    pass(&d, &p).await.unwrap();
+    assert!(d.writes().is_empty(), "{:?}", d.writes());
+
+    // Another model: its apply fails, the old one is kept until the step succeeds.
+    edit(&d, |g| serve(g, Some("other")));
+    d.fail_next(Verb::Apply, "Service", kit::Error::Invalid("boom".into()));
+    assert!(pass(&d, &p).await.is_err());
+    let (st, reason, message) = ready(&d);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", REASON_WORKLOADS_FAILED)
+    );
+    assert!(
+        message.starts_with("failed to reconcile model services: apply Service ns/dynamo-model-"),
+        "{message}"
+    );
+    assert!(model_service(&d, "llama").is_some());
+    pass(&d, &p).await.unwrap();
+    assert!(
+        model_service(&d, "llama").is_none(),
+        "the only owner gave it up"
+    );
+    assert!(model_service(&d, "other").is_some());
+
+    edit(&d, |g| serve(g, None));
+    pass(&d, &p).await.unwrap();
+    assert!(
+        d.objects::<k8s_openapi::api::core::v1::Service>()
+            .iter()
+            .all(|s| !s.name_any().starts_with("dynamo-model-"))
+    );
+}

@@ -45,6 +45,7 @@
 //! The live object may lag (a cache a moment behind a foreign write): then one apply is skipped,
 //! and the watch event of that write triggers the reconcile whose apply is sent.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -65,10 +66,14 @@ use crate::object::{from_dynamic, key, resource, to_dynamic};
 /// const CHILDREN: Applier = Applier::new("example.com/controller", "example.com/last-applied-hash");
 /// assert_eq!(CHILDREN.field_manager(), "example.com/controller");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A child several owners apply together (each its own part, e.g. its own owner reference)
+/// takes one applier per owner, built at run time ([`Applier::owned`]): a field manager and a
+/// hash annotation of its own, so the owners' applies neither take each other's fields nor
+/// overwrite each other's hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applier {
-    field_manager: &'static str,
-    hash_annotation: &'static str,
+    field_manager: Cow<'static, str>,
+    hash_annotation: Cow<'static, str>,
 }
 
 /// Who may control an existing child (see [`Applier::ensure`]).
@@ -167,19 +172,28 @@ impl Applier {
     /// An applier writing as `field_manager` and stamping `hash_annotation`.
     pub const fn new(field_manager: &'static str, hash_annotation: &'static str) -> Self {
         Applier {
-            field_manager,
-            hash_annotation,
+            field_manager: Cow::Borrowed(field_manager),
+            hash_annotation: Cow::Borrowed(hash_annotation),
+        }
+    }
+
+    /// An applier whose field manager and hash annotation are computed at run time (one per
+    /// owner of a shared child).
+    pub fn owned(field_manager: String, hash_annotation: String) -> Self {
+        Applier {
+            field_manager: Cow::Owned(field_manager),
+            hash_annotation: Cow::Owned(hash_annotation),
         }
     }
 
     /// The field manager of every apply.
-    pub fn field_manager(&self) -> &'static str {
-        self.field_manager
+    pub fn field_manager(&self) -> &str {
+        &self.field_manager
     }
 
     /// The annotation carrying the body hash.
-    pub fn hash_annotation(&self) -> &'static str {
-        self.hash_annotation
+    pub fn hash_annotation(&self) -> &str {
+        &self.hash_annotation
     }
 
     /// The hash of `object`'s body without the hash annotation (see the module docs).
@@ -202,7 +216,7 @@ impl Applier {
         if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             let empty = match meta.get_mut("annotations").and_then(Value::as_object_mut) {
                 Some(annotations) => {
-                    annotations.remove(self.hash_annotation);
+                    annotations.remove(self.hash_annotation.as_ref());
                     annotations.is_empty()
                 }
                 None => false,
@@ -314,7 +328,7 @@ impl Applier {
             }
         }
         let applied = writer
-            .apply_dynamic(resource, &desired, Some(self.field_manager))
+            .apply_dynamic(resource, &desired, Some(&self.field_manager))
             .await
             .map_err(EnsureError::Apply)?;
         let change = match (applied.changed, live.is_some()) {

@@ -86,7 +86,8 @@
 //! # Tests
 //! [`testing::Double`] (cargo feature `testing`, on by default) is an in-memory API server:
 //! resourceVersion, NotFound, AlreadyExists, conflicts, finalizers and deletionTimestamp, owner
-//! references without garbage collection, label selectors. It records every write, so a test can
+//! references without garbage collection (merged by uid across field managers, as server-side
+//! apply does), fields co-owned by managers that applied equal values, label selectors. It records every write, so a test can
 //! assert that a second reconcile wrote nothing, and [`testing::Double::fail_next`] injects a
 //! failure at any step. [`run::finish`] runs the persist-then-publish half of the loop on it.
 //!

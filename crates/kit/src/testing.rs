@@ -21,11 +21,20 @@
 //! - every kind behaves as if it had a status subresource: `status` in create, apply and patch
 //!   bodies is ignored; only the [`StatusWriter`] changes it.
 //!
-//! Server-side apply is simplified to one field manager's view: the applied fields are merged into
-//! the object (objects recursively, lists replaced whole) and the fields that the same manager
-//! applied last time but omits now are removed. `changed` is whether the resulting object differs.
-//! There is no field ownership between managers and no defaulting. The status writer uses the same
-//! rule on `.status`.
+//! Server-side apply is simplified to a view of each field manager's last applied configuration:
+//! the applied fields are merged into the object (objects recursively, lists replaced whole) and
+//! the fields that the same manager applied last time but omits now are removed, unless another
+//! manager's last applied configuration holds the field with the value the object has (then that
+//! manager still owns it, as two managers applying equal values co-own a field).
+//! `metadata.ownerReferences` is a list map keyed by `uid`, as the API server treats it: each
+//! manager's entries are merged in by uid, and an entry a manager stops applying is removed unless
+//! another manager applies that uid too. So several owners of one object, each applying only its
+//! own owner reference under its own manager, keep each other's references, and an owner applying
+//! an empty configuration (name only) gives up exactly what it alone held. `changed` is whether
+//! the resulting object differs. There is no defaulting, and a forced apply of a value another
+//! manager applied differently is not tracked as taking the field over (the other manager's
+//! record keeps the old value, so the field counts as owned by the forcing manager only). The
+//! status writer uses the same rule on `.status`.
 //!
 //! Every successful write is recorded ([`Double::writes`]), including no-ops (`changed: false`),
 //! so a test can assert that a reconcile wrote nothing. [`Double::fail_next`] injects a failure
@@ -377,23 +386,87 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
-/// Remove from `target` the fields present in `previous` but absent from `next`.
-fn remove_omitted(target: &mut Value, previous: &Value, next: &Value) {
+/// Remove from `target` the fields present in `previous` but absent from `next`, except those
+/// another manager still owns: `others` are the other managers' last applied configurations at
+/// the same place, and one owns a field when it applied it with the value `target` holds (an
+/// object field: when it applied any part of it, which is then kept).
+fn remove_omitted(target: &mut Value, previous: &Value, next: &Value, others: &[&Value]) {
     let (Some(target), Some(previous)) = (target.as_object_mut(), previous.as_object()) else {
         return;
     };
+    let empty = json!({});
     for (k, pv) in previous {
-        match next.get(k) {
+        let theirs: Vec<&Value> = others.iter().filter_map(|o| o.get(k)).collect();
+        let nv = match next.get(k) {
+            Some(nv) if pv.is_object() && nv.is_object() => nv,
+            Some(_) => continue,
+            None if pv.is_object() && theirs.iter().any(|o| o.is_object()) => &empty,
             None => {
-                target.remove(k);
-            }
-            Some(nv) if pv.is_object() && nv.is_object() => {
-                if let Some(t) = target.get_mut(k) {
-                    remove_omitted(t, pv, nv);
+                if !theirs.iter().any(|o| Some(*o) == target.get(k)) {
+                    target.remove(k);
                 }
+                continue;
             }
-            Some(_) => {}
+        };
+        if let Some(t) = target.get_mut(k) {
+            let theirs: Vec<&Value> = theirs.into_iter().filter(|o| o.is_object()).collect();
+            remove_omitted(t, pv, nv, &theirs);
         }
+    }
+}
+
+/// The owner references (by uid) of a configuration or object.
+fn owner_references(value: &Value) -> Vec<Value> {
+    metadata(value)
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn uid_of(reference: &Value) -> Option<&str> {
+    reference.get("uid").and_then(Value::as_str)
+}
+
+/// `body` without `metadata.ownerReferences` (they are merged by uid, not as one field).
+fn without_owner_references(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("ownerReferences");
+    }
+    body
+}
+
+/// Apply `fields`' owner references to `target` as a list map keyed by uid: the entries
+/// `previous` applied and `fields` omits go (unless one of `others` applies that uid), the
+/// entries of `fields` are merged into the entry of their uid or appended.
+fn apply_owner_references(target: &mut Value, previous: &Value, fields: &Value, others: &[&Value]) {
+    let applied = owner_references(fields);
+    let applied_uids: Vec<&str> = applied.iter().filter_map(uid_of).collect();
+    let kept_by_others: Vec<String> = others
+        .iter()
+        .flat_map(|o| owner_references(o))
+        .filter_map(|r| uid_of(&r).map(str::to_string))
+        .collect();
+    let dropped: Vec<String> = owner_references(previous)
+        .iter()
+        .filter_map(uid_of)
+        .filter(|uid| !applied_uids.contains(uid) && !kept_by_others.iter().any(|k| k == uid))
+        .map(str::to_string)
+        .collect();
+    let mut references = owner_references(target);
+    references.retain(|r| uid_of(r).is_none_or(|uid| !dropped.iter().any(|d| d == uid)));
+    for entry in applied {
+        match references.iter_mut().find(|r| uid_of(r) == uid_of(&entry)) {
+            Some(existing) => merge(existing, &entry),
+            None => references.push(entry),
+        }
+    }
+    let meta = metadata_mut(target);
+    if references.is_empty() {
+        meta.remove("ownerReferences");
+    } else {
+        meta.insert("ownerReferences".into(), Value::Array(references));
     }
 }
 
@@ -620,10 +693,29 @@ impl Writer for Double {
         };
         check_resource_version(&body, &current, &key.describe())?;
         let mut next = current.clone();
-        if let Some(previous) = state.applied.get(&(key.clone(), manager.clone())) {
-            remove_omitted(&mut next, previous, &fields);
-        }
-        merge(&mut next, &fields);
+        let previous = state
+            .applied
+            .get(&(key.clone(), manager.clone()))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let others: Vec<Value> = state
+            .applied
+            .iter()
+            .filter(|((k, m), _)| *k == key && *m != manager)
+            .map(|(_, v)| v.clone())
+            .collect();
+        let others: Vec<&Value> = others.iter().collect();
+        apply_owner_references(&mut next, &previous, &fields, &others);
+        let plain: Vec<Value> = others.iter().map(|o| without_owner_references(o)).collect();
+        let plain: Vec<&Value> = plain.iter().collect();
+        let body_fields = without_owner_references(&fields);
+        remove_omitted(
+            &mut next,
+            &without_owner_references(&previous),
+            &body_fields,
+            &plain,
+        );
+        merge(&mut next, &body_fields);
         let committed = state.commit(&key, next, false)?;
         state.applied.insert((key.clone(), manager), fields);
         let (value, changed) = match committed {
@@ -800,7 +892,7 @@ impl StatusWriter for Double {
             .ok_or_else(|| Error::NotFound(key.describe()))?;
         let mut next_status = current.get("status").cloned().unwrap_or_else(|| json!({}));
         if let Some(previous) = state.status_applied.get(&key) {
-            remove_omitted(&mut next_status, previous, status);
+            remove_omitted(&mut next_status, previous, status, &[]);
         }
         merge(&mut next_status, status);
         let mut next = current;

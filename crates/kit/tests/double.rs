@@ -161,6 +161,81 @@ async fn apply_removes_fields_the_manager_stopped_applying_but_keeps_others() {
     );
 }
 
+/// A ConfigMap applied by one of several owners: its own owner reference, shared data.
+fn owned_by(owner: &str, data: &[(&str, &str)]) -> ConfigMap {
+    let mut c = cm("shared", data);
+    c.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: owner.into(),
+        uid: format!("uid-{owner}"),
+        controller: Some(false),
+        ..Default::default()
+    }]);
+    c
+}
+
+fn owner_names(c: &ConfigMap) -> Vec<String> {
+    c.owner_references()
+        .iter()
+        .map(|o| o.name.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn managers_share_owner_references_by_uid_and_co_own_equal_fields() {
+    let d = Double::new();
+    let w = d.writer();
+    w.apply(&owned_by("a", &[("k", "v"), ("a-only", "1")]), Some("m-a"))
+        .await
+        .unwrap();
+    let both = w
+        .apply(&owned_by("b", &[("k", "v")]), Some("m-b"))
+        .await
+        .unwrap()
+        .object;
+    assert_eq!(owner_names(&both), ["a", "b"], "list map keyed by uid");
+    // Applying the same configuration again changes nothing.
+    let again = w
+        .apply(&owned_by("b", &[("k", "v")]), Some("m-b"))
+        .await
+        .unwrap();
+    assert!(!again.changed);
+
+    // `a` gives up: an empty configuration removes what only it held.
+    let released = w.apply(&cm("shared", &[]), Some("m-a")).await.unwrap();
+    assert!(released.changed);
+    let c = released.object;
+    assert_eq!(owner_names(&c), ["b"]);
+    let data = c.data.unwrap();
+    assert_eq!(
+        data.get("k").map(String::as_str),
+        Some("v"),
+        "co-owned by b"
+    );
+    assert!(!data.contains_key("a-only"), "only a held it");
+
+    // `b` gives up too: nothing of theirs is left.
+    let c = w
+        .apply(&cm("shared", &[]), Some("m-b"))
+        .await
+        .unwrap()
+        .object;
+    assert!(c.owner_references().is_empty());
+    assert!(c.data.unwrap_or_default().is_empty());
+}
+
+#[tokio::test]
+async fn a_field_another_manager_applied_differently_is_not_kept_for_it() {
+    let d = Double::new();
+    let w = d.writer();
+    w.apply(&cm("a", &[("k", "1")]), Some("one")).await.unwrap();
+    w.apply(&cm("a", &[("k", "2")]), Some("two")).await.unwrap();
+    // `two` forced its value; `one`'s record holds another value, so `two` alone owns it.
+    let c = w.apply(&cm("a", &[]), Some("two")).await.unwrap().object;
+    assert!(c.data.unwrap_or_default().is_empty());
+}
+
 #[tokio::test]
 async fn stale_resource_version_conflicts() {
     let d = Double::new();

@@ -3,15 +3,17 @@
 //!
 //! | controller | primary | owned kinds that feed it |
 //! | --- | --- | --- |
-//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter |
-//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service |
+//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, Service (Grove component Services and model Services, mapped to every owning graph) |
+//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service (mapped to every owning DCD: the model Service has several), ServiceAccount (labelled `nvidia.com/dynamo-component-pod`, mapped to the namespace's DCDs) |
 //! | dynamocheckpoint | DynamoCheckpoint | Job (label-selected), ConfigMap (the artifact record) |
 //! | dynamographdeploymentscalingadapter | DynamoGraphDeploymentScalingAdapter | DynamoComponentDeployment, DynamoGraphDeployment (and PodClique, PodCliqueScalingGroup with Grove), mapped to the adapters naming their graph and component |
 //!
-//! The graph's other children (its ServiceAccounts, Roles, RoleBindings, PVCs and claim
-//! templates) are watched with the label selector `nvidia.com/dynamo-graph-deployment-name`
-//! (ConfigMaps are one unselected watch shared with the checkpoint controller),
-//! so reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
+//! The graph's other children (its Roles, RoleBindings, PVCs and claim templates) are watched
+//! with the label selector `nvidia.com/dynamo-graph-deployment-name` (ConfigMaps are one
+//! unselected watch shared with the checkpoint controller; ServiceAccounts are one unselected
+//! watch too, because the component controller reads the user's accounts labelled
+//! `nvidia.com/dynamo-component-pod` from it and a kind has one watch with one selector), so
+//! reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
 //! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
 //! calls, which it counts ([`kit::cache::Cache::live_reads`]).
 //!
@@ -226,6 +228,65 @@ fn graph_of<K: Resource>(
     Some(kube::runtime::reflector::ObjectRef::new(&name).within(&ns))
 }
 
+/// The primaries (kind `P`) `object` holds an owner reference to, controller or not: the
+/// mapper of [`triggers::Enqueue::Owners`] rows, counting what it enqueues.
+fn owners_of<K: Resource, P: Resource<DynamicType = ()>>(
+    object: &K,
+) -> Vec<kube::runtime::reflector::ObjectRef<P>> {
+    let Some(ns) = object.namespace() else {
+        return Vec::new();
+    };
+    let (api_version, kind) = (P::api_version(&()), P::kind(&()));
+    object
+        .owner_references()
+        .iter()
+        .filter(|o| o.api_version == api_version && o.kind == kind)
+        .map(|o| kube::runtime::reflector::ObjectRef::new(&o.name).within(&ns))
+        .collect()
+}
+
+fn owners_mapper<K: Resource, P: Resource<DynamicType = ()>>(
+    metrics: ControllerMetrics,
+) -> impl Fn(Arc<K>) -> Vec<kube::runtime::reflector::ObjectRef<P>> + Send + Sync + 'static {
+    move |object: Arc<K>| counted(&metrics, owners_of::<K, P>(object.as_ref()))
+}
+
+/// Every primary in `primaries` of `object`'s namespace, none for an object with the graph
+/// label: the mapper of [`triggers::Enqueue::Namespace`] rows, counting what it enqueues.
+fn namespace_mapper<K: Resource, P: Resource<DynamicType = ()> + Clone + Send + Sync + 'static>(
+    primaries: Store<P>,
+    metrics: ControllerMetrics,
+) -> impl Fn(Arc<K>) -> Vec<kube::runtime::reflector::ObjectRef<P>> + Send + Sync + 'static {
+    move |object: Arc<K>| {
+        if object.labels().contains_key(GRAPH_LABEL) {
+            return Vec::new();
+        }
+        let ns = object.namespace();
+        let refs = primaries
+            .state()
+            .iter()
+            .filter(|p| p.namespace() == ns)
+            .map(|p| kube::runtime::reflector::ObjectRef::from_obj(p.as_ref()))
+            .collect();
+        counted(&metrics, refs)
+    }
+}
+
+/// Counts `refs` as enqueued in the controller's queue metrics.
+fn counted<P: Resource<DynamicType = ()>>(
+    metrics: &ControllerMetrics,
+    refs: Vec<kube::runtime::reflector::ObjectRef<P>>,
+) -> Vec<kube::runtime::reflector::ObjectRef<P>> {
+    for r in &refs {
+        metrics.enqueued(format!(
+            "{}/{}",
+            r.namespace.as_deref().unwrap_or_default(),
+            r.name
+        ));
+    }
+    refs
+}
+
 /// Which objects of a kind are watched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Scope {
@@ -342,7 +403,9 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     let store = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
     w.watch::<DynamoComponentDeployment>(Scope::All)?;
     w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
-    w.watch::<ServiceAccount>(Scope::Graph)?;
+    // Unselected: the DCD controller reads the namespace's labelled accounts from it too.
+    w.watch::<ServiceAccount>(Scope::All)?;
+    w.watch::<Service>(Scope::All)?;
     w.watch::<Role>(Scope::Graph)?;
     w.watch::<RoleBinding>(Scope::Graph)?;
     // One ConfigMap watch for both controllers: graph children and checkpoint artifact
@@ -376,6 +439,10 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             .owns_shared_stream(w.trigger::<DynamoComponentDeployment>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<ServiceAccount>(name, &metrics)?)
+            .watches_shared_stream(
+                w.trigger::<Service>(name, &metrics)?,
+                owners_mapper::<Service, DynamoGraphDeployment>(metrics.clone()),
+            )
             .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
@@ -442,6 +509,7 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     let store = w.watch::<DynamoComponentDeployment>(Scope::All)?;
     w.watch::<Deployment>(Scope::All)?;
     w.watch::<Service>(Scope::All)?;
+    w.watch::<ServiceAccount>(Scope::All)?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
@@ -453,10 +521,17 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
 
     let controller = Controller::for_shared_stream(
         w.trigger::<DynamoComponentDeployment>(name, &metrics)?,
-        store,
+        store.clone(),
     )
     .owns_shared_stream(w.trigger::<Deployment>(name, &metrics)?)
-    .owns_shared_stream(w.trigger::<Service>(name, &metrics)?)
+    .watches_shared_stream(
+        w.trigger::<Service>(name, &metrics)?,
+        owners_mapper::<Service, DynamoComponentDeployment>(metrics.clone()),
+    )
+    .watches_shared_stream(
+        w.trigger::<ServiceAccount>(name, &metrics)?,
+        namespace_mapper::<ServiceAccount, DynamoComponentDeployment>(store, metrics.clone()),
+    )
     .with_config(w.config(w.args.dcd_concurrency))
     .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DcdContext {
@@ -662,4 +737,55 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             ctx,
         )
         .boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn owner(kind: &str, name: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: "nvidia.com/v1beta1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller: Some(controller),
+            block_owner_deletion: None,
+        }
+    }
+
+    /// A shared model Service enqueues every owner of the controller's primary kind, controller
+    /// or not; owners of other kinds are another controller's.
+    #[test]
+    fn owners_of_maps_every_owner_of_the_primary_kind() {
+        let service = Service {
+            metadata: ObjectMeta {
+                name: Some("dynamo-model-fb68f5a6".into()),
+                namespace: Some("ns".into()),
+                owner_references: Some(vec![
+                    owner("DynamoComponentDeployment", "a", false),
+                    owner("DynamoGraphDeployment", "g", false),
+                    owner("DynamoComponentDeployment", "b", true),
+                ]),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        fn names<P: Resource<DynamicType = ()>>(
+            refs: Vec<kube::runtime::reflector::ObjectRef<P>>,
+        ) -> Vec<String> {
+            refs.into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect()
+        }
+        assert_eq!(
+            names(owners_of::<Service, DynamoComponentDeployment>(&service)),
+            ["ns/a", "ns/b"]
+        );
+        assert_eq!(
+            names(owners_of::<Service, DynamoGraphDeployment>(&service)),
+            ["ns/g"]
+        );
+    }
 }

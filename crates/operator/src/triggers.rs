@@ -67,6 +67,15 @@ pub enum Enqueue {
     Itself,
     /// Its controller owner reference (same namespace).
     ControllerOwner,
+    /// Every owner reference of the primary kind, controller or not (same namespace): a child
+    /// several primaries share, such as the headless model Service. Several primaries, so
+    /// [`primary_key`] has none; the wiring maps and counts them.
+    Owners,
+    /// Every primary of its namespace, unless the object carries
+    /// `nvidia.com/dynamo-graph-deployment-name` (a graph's own object, which no primary reads
+    /// this way). Several primaries, so [`primary_key`] has none; the wiring maps and counts
+    /// them.
+    Namespace,
     /// The value of this label names the primary (same namespace).
     Label(&'static str),
     /// The DynamoGraphDeploymentScalingAdapters (same namespace) whose `spec.dgdRef` names the
@@ -139,7 +148,14 @@ pub const TRIGGERS: &[Trigger] = &[
         kind: "v1/ServiceAccount",
         fields: &[],
         enqueue: Enqueue::ControllerOwner,
-        note: "graph-owned accounts (label-selected watch); a deleted one is recreated",
+        note: "graph-owned accounts; a deleted one is recreated (one watch of every ServiceAccount, shared with the component controller, which reads the namespace's labelled accounts from it)",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "v1/Service",
+        fields: &["/spec"],
+        enqueue: Enqueue::Owners,
+        note: "the grove pathway's Services: component Services (the graph is their controller) and the headless model Services of `modelRef` (every graph serving the model holds a non-controller reference): spec drift is restored, a deleted one recreated",
     },
     Trigger {
         controller: ControllerName::Dgd,
@@ -251,8 +267,15 @@ pub const TRIGGERS: &[Trigger] = &[
         controller: ControllerName::Dcd,
         kind: "v1/Service",
         fields: &["/spec"],
-        enqueue: Enqueue::ControllerOwner,
-        note: "spec drift is restored; Services have no status the DCD reports",
+        enqueue: Enqueue::Owners,
+        note: "the component Service (the DCD is its controller) and the headless model Service of `modelRef` (every DCD serving the model holds a non-controller reference): spec drift is restored, a deleted one recreated; Services have no status the DCD reports",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "v1/ServiceAccount",
+        fields: &["/metadata/labels/nvidia.com~1dynamo-component-pod"],
+        enqueue: Enqueue::Namespace,
+        note: "the `nvidia.com/dynamo-component-pod: \"true\"` accounts pods run as when nothing names one (the first by name): one appearing, going or being (un)labelled re-renders the namespace's DCDs (upstream does not watch them)",
     },
     // The checkpoint controller's rows mirror `checkpoint_controller::WATCHES` (a test keeps
     // them equal).
@@ -368,7 +391,7 @@ pub fn primary_key<K: Resource>(
             })
             .map(|o| format!("{ns}/{}", o.name)),
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
-        Enqueue::ScalingAdapters => None,
+        Enqueue::Owners | Enqueue::Namespace | Enqueue::ScalingAdapters => None,
     }
 }
 
@@ -504,6 +527,10 @@ pub fn markdown() -> String {
         let enqueue = match t.enqueue {
             Enqueue::Itself => "itself".to_string(),
             Enqueue::ControllerOwner => "its controller owner".to_string(),
+            Enqueue::Owners => "every owner (controller or not)".to_string(),
+            Enqueue::Namespace => {
+                "every one of its namespace (none for objects with the graph label)".to_string()
+            }
             Enqueue::Label(l) => format!("named by label `{l}`"),
             Enqueue::ScalingAdapters => {
                 "the scaling adapters whose `spec.dgdRef` names its graph (and component)"
@@ -573,6 +600,9 @@ mod tests {
         let dgd = ControllerName::Dgd.primary();
         assert_eq!(primary_key(&d, Enqueue::ControllerOwner, &dgd), None);
         assert_eq!(primary_key(&d, Enqueue::Label("missing"), &dcd), None);
+        // Several primaries: the wiring's mappers name them.
+        assert_eq!(primary_key(&d, Enqueue::Owners, &dcd), None);
+        assert_eq!(primary_key(&d, Enqueue::Namespace, &dcd), None);
     }
 
     #[test]

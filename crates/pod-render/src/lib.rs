@@ -14,8 +14,10 @@
 //! 4. the discovery ServiceAccount; the volumes: the compilation cache ([`cache`]), the EPP's
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
-//!    `frontendSidecar` container with the frontend's defaults; the `default` ServiceAccount
-//!    when none is named, and discovered image pull secrets;
+//!    `frontendSidecar` container with the frontend's defaults, and discovered image pull
+//!    secrets. A pod nothing names a ServiceAccount for keeps none, as upstream's
+//!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
+//!    pathway leaves it to the kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
 //!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`).
 //!
@@ -65,7 +67,8 @@ pub const METRICS_PORT_NAME: &str = "metrics";
 pub const DEFAULT_FS_GROUP: i64 = 1000;
 /// `terminationGracePeriodSeconds` unless the user sets one.
 pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
-/// ServiceAccount of pods that name none and get no discovery account.
+/// ServiceAccount of component-pathway pods that name none, get no discovery account and find
+/// no labelled account in their namespace (the kubelet's default on the Grove pathway).
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
 /// Annotation (pod template, user): `"true"` turns off image pull secret discovery.
 pub const DISABLE_IMAGE_PULL_SECRET_DISCOVERY: &str =
@@ -203,9 +206,6 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     spec.containers = std::iter::once(main).chain(sidecars).collect();
     if let Some(name) = &component.frontend_sidecar {
         sidecar::frontend(&mut spec, input, name, &main_mounts);
-    }
-    if unnamed(&spec) {
-        spec.service_account_name = Some(DEFAULT_SERVICE_ACCOUNT.into());
     }
     if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
     {

@@ -8,6 +8,7 @@ pub mod discovery;
 pub mod epp;
 pub mod error;
 pub mod gms;
+pub mod model_service;
 pub mod naming;
 pub mod pvc;
 pub mod rbac;

@@ -3,6 +3,10 @@
 //! needs for multinode components, on each engine container (`main`, or `engine-0` and
 //! `engine-1` with intra-pod failover):
 //! - worker pods of multinode SGLang and vLLM components have no probes;
+//! - a pod nothing names a ServiceAccount for (the user, the planner/EPP defaults, Kubernetes
+//!   discovery) keeps none, as upstream renders it: the kubelet runs it as `default`, and the
+//!   PodCliqueSet of a graph adopted from upstream stays byte-equal (writing `default` would
+//!   change every clique template and so roll the pods);
 //! - SGLang multinode pods get `--dist-init-addr <leader>:29500 --nnodes <n> --node-rank <r>`,
 //!   the leader found through Grove's headless Service
 //!   (`$(GROVE_PCSG_NAME)-$(GROVE_PCSG_INDEX)-<component>-ldr-0.$(GROVE_HEADLESS_SERVICE)`), the

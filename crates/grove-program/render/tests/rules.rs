@@ -1104,3 +1104,33 @@ fn gms_and_failover_reach_every_engine_of_a_clique() {
         }
     }
 }
+
+/// Clique pods nothing names a ServiceAccount for keep none, as upstream's Grove pathway (the
+/// kubelet runs them as `default`; writing `default` would change the PodCliqueSet of a graph
+/// adopted from upstream and roll its pods). Named accounts stay: Kubernetes discovery's, the
+/// planner's, the user's.
+#[test]
+fn unnamed_service_account_stays_unnamed() {
+    let mut etcd = graph();
+    etcd.metadata.annotations = Some(BTreeMap::from([(
+        labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
+        "etcd".to_string(),
+    )]));
+    let pcs = fresh(&etcd);
+    for name in ["frontend", "prefill", "decode-ldr", "decode-wkr"] {
+        assert_eq!(
+            clique(&pcs, name).spec.pod_spec.service_account_name,
+            None,
+            "{name}"
+        );
+    }
+    let pcs = fresh(&graph());
+    assert_eq!(
+        clique(&pcs, "frontend")
+            .spec
+            .pod_spec
+            .service_account_name
+            .as_deref(),
+        Some("g-k8s-service-discovery")
+    );
+}
