@@ -10,9 +10,9 @@ use api::DynamoGraphDeployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::{ApiResource, Discovery, Scope};
+use kube::discovery::ApiResource;
 
-use common::{Operator, Spawn, eventually, manifest};
+use common::{Operator, Spawn, deploy, eventually, install, manifest};
 
 const DEPLOY_FILES: &[&str] = &[
     "operator/namespace.yaml",
@@ -21,38 +21,6 @@ const DEPLOY_FILES: &[&str] = &[
     "rbac/clusterrolebinding.yaml",
     "rbac/planner-epp-clusterroles.yaml",
 ];
-
-fn deploy(path: &str) -> Vec<DynamicObject> {
-    let text = std::fs::read_to_string(format!(
-        "{}/../../deploy/{path}",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
-        .collect()
-}
-
-/// Server-side applies `objects` as an administrator would install them.
-async fn install(client: &kube::Client, objects: &[DynamicObject]) {
-    let discovery = Discovery::new(client.clone()).run().await.unwrap();
-    for object in objects {
-        let types = object.types.clone().unwrap();
-        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
-        let (ar, caps): (ApiResource, _) = discovery.resolve_gvk(&gvk).unwrap();
-        let api: Api<DynamicObject> = match (caps.scope, &object.metadata.namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
-            _ => Api::all_with(client.clone(), &ar),
-        };
-        api.patch(
-            object.metadata.name.as_deref().unwrap(),
-            &PatchParams::apply("kubectl").force(),
-            &Patch::Apply(object),
-        )
-        .await
-        .unwrap();
-    }
-}
 
 #[tokio::test]
 async fn converges_with_only_the_deployed_rbac() {

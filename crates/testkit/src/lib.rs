@@ -201,6 +201,9 @@ fn aggregated_lists(body: &str, group: &str, version: &str, plural: &str) -> boo
             })
     })
 }
+/// Simulated nodes carry this label set to `"true"`, as GPU feature discovery labels GPU nodes.
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+
 /// Simulated nodes carry this annotation; kwok manages exactly these.
 pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
@@ -731,7 +734,10 @@ impl ControlPlane {
 }
 
 /// The controllers the test control plane runs: garbage collection, the Deployment →
-/// ReplicaSet → Pod chain, Jobs, namespaces and service accounts, quotas.
+/// ReplicaSet → Pod chain, Jobs, namespaces and service accounts, quotas, the binding of
+/// PersistentVolumeClaims to PersistentVolumes and the ResourceClaims of Pods made from their
+/// ResourceClaimTemplates (the scheduler allocates devices from the ResourceSlices a test
+/// publishes, playing a DRA driver's part).
 pub const CONTROLLERS: &[&str] = &[
     "garbage-collector-controller",
     "deployment-controller",
@@ -745,6 +751,8 @@ pub const CONTROLLERS: &[&str] = &[
     "pod-garbage-collector-controller",
     "resourcequota-controller",
     "root-ca-certificate-publisher-controller",
+    "persistentvolume-binder-controller",
+    "resourceclaim-controller",
 ];
 
 /// A namespace created for one test.
@@ -878,11 +886,13 @@ async fn register_nodes(
                     "kubernetes.io/arch": "amd64",
                     "kubernetes.io/hostname": name,
                     "topology.kubernetes.io/zone": format!("zone-{}", i % 2),
+                    // What GPU feature discovery labels GPU nodes with (manifests select it).
+                    GPU_PRESENT_LABEL: "true",
                 },
             },
             "status": {
-                "allocatable": { "cpu": "512", "memory": "4Ti", "pods": "2500", "nvidia.com/gpu": "256", "ephemeral-storage": "10Ti" },
-                "capacity": { "cpu": "512", "memory": "4Ti", "pods": "2500", "nvidia.com/gpu": "256", "ephemeral-storage": "10Ti" },
+                "allocatable": { "cpu": "512", "memory": "4Ti", "pods": "2500", "nvidia.com/gpu": "256", "rdma/ib": "256", "ephemeral-storage": "10Ti" },
+                "capacity": { "cpu": "512", "memory": "4Ti", "pods": "2500", "nvidia.com/gpu": "256", "rdma/ib": "256", "ephemeral-storage": "10Ti" },
             },
         }))
         .expect("node manifest");

@@ -7,12 +7,47 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::discovery::ApiResource;
+use kube::discovery::{ApiResource, Discovery, Scope};
 use testkit::ControlPlane;
 
 /// A manifest of the test data (`testdata/<relative>`).
 pub fn manifest(relative: &str) -> DynamicObject {
     serde_yaml::from_str(&testkit::testdata::read(relative)).unwrap()
+}
+
+/// The objects of a file of `deploy/` (`deploy/<path>`).
+pub fn deploy(path: &str) -> Vec<DynamicObject> {
+    let text = std::fs::read_to_string(format!(
+        "{}/../../deploy/{path}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .collect()
+}
+
+/// Server-side applies `objects` as an administrator would install them with
+/// `kubectl apply --server-side` (namespaced objects into their `metadata.namespace`).
+pub async fn install(client: &kube::Client, objects: &[DynamicObject]) {
+    let discovery = Discovery::new(client.clone()).run().await.unwrap();
+    for object in objects {
+        let types = object.types.clone().unwrap();
+        let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+        let (ar, caps): (ApiResource, _) = discovery.resolve_gvk(&gvk).unwrap();
+        let api: Api<DynamicObject> = match (caps.scope, &object.metadata.namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        let name = object.metadata.name.as_deref().unwrap();
+        api.patch(
+            name,
+            &PatchParams::apply("kubectl").force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
+    }
 }
 
 /// Server-side applies a v1beta1 DynamoGraphDeployment as `kubectl` would.
