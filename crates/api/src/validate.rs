@@ -763,7 +763,10 @@ fn grove_only_component(
         return;
     }
     let fields: [(&[Seg], bool); 4] = [
-        (&[Seg::Key("providerOverride")], c.provider_override.is_some()),
+        (
+            &[Seg::Key("providerOverride")],
+            c.provider_override.is_some(),
+        ),
         (&[Seg::Key("minAvailable")], c.min_available.is_some()),
         (
             &[Seg::Key("topologyConstraint")],
@@ -1343,6 +1346,70 @@ mod tests {
         );
     }
 
+    /// `roles` restate the multinode layout: exactly a leader of 1 pod and a worker of
+    /// nodeCount-1 pods; anything else is refused.
+    #[test]
+    fn roles_restate_the_multinode_layout() {
+        use crate::v1beta1::ComponentRoleSpec;
+        let role = |name: &str, replicas: Option<i32>| ComponentRoleSpec {
+            name: name.into(),
+            replicas,
+            ..Default::default()
+        };
+        // (roles, multinode nodeCount, violations as (field, message))
+        let cases: Vec<(Vec<ComponentRoleSpec>, Option<i32>, Vec<(&str, &str)>)> = vec![
+            (vec![], Some(3), vec![]),
+            (
+                vec![role("leader", Some(1)), role("worker", Some(2))],
+                Some(3),
+                vec![],
+            ),
+            (
+                vec![role("leader", None), role("worker", None)],
+                Some(3),
+                vec![],
+            ),
+            (
+                vec![role("leader", Some(2)), role("worker", Some(1))],
+                Some(3),
+                vec![
+                    ("roles[0].replicas", "must be 1 for role leader"),
+                    ("roles[1].replicas", "must be 2 for role worker"),
+                ],
+            ),
+            (
+                vec![role("leader", None)],
+                Some(2),
+                vec![(
+                    "roles",
+                    "must contain exactly one leader and one worker role",
+                )],
+            ),
+            (
+                vec![role("leader", None), role("worker", None)],
+                None,
+                vec![("roles", "requires multinode")],
+            ),
+        ];
+        for (roles, nodes, want) in cases {
+            let mut w = component("worker", ComponentType::Worker);
+            w.multinode = nodes.map(|node_count| crate::common::MultinodeSpec { node_count });
+            w.roles = roles;
+            let got = violations(w);
+            let want: Vec<(String, Rule, String)> = want
+                .iter()
+                .map(|(f, m)| {
+                    (
+                        format!("spec.components[0].{f}"),
+                        Rule::Roles,
+                        m.to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{nodes:?}");
+        }
+    }
+
     /// Fields this operator version does not act on are refused on every pathway, naming the
     /// field and saying so.
     #[test]
@@ -1401,7 +1468,11 @@ mod tests {
                 ],
                 "{provider:?}"
             );
-            for v in err.violations.iter().filter(|v| v.rule == Rule::Unsupported) {
+            for v in err
+                .violations
+                .iter()
+                .filter(|v| v.rule == Rule::Unsupported)
+            {
                 assert!(v.message.starts_with(UNSUPPORTED), "{v}");
             }
         }
