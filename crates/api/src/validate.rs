@@ -1357,7 +1357,12 @@ mod tests {
             ..Default::default()
         };
         // (roles, multinode nodeCount, violations as (field, message))
-        let cases: Vec<(Vec<ComponentRoleSpec>, Option<i32>, Vec<(&str, &str)>)> = vec![
+        type Row = (
+            Vec<ComponentRoleSpec>,
+            Option<i32>,
+            Vec<(&'static str, &'static str)>,
+        );
+        let cases: Vec<Row> = vec![
             (vec![], Some(3), vec![]),
             (
                 vec![role("leader", Some(1)), role("worker", Some(2))],

@@ -529,13 +529,14 @@ fn kv_transfer_wiring_follows_the_policy() {
         preferred_weight: None,
     };
     // (policy, domains, enforcement, weight, files as (path, label))
-    let cases: [(
-        &KvTransferPolicy,
-        &[&str],
-        &str,
-        Option<&str>,
-        &[(&str, &str)],
-    ); 2] = [
+    type Row<'a> = (
+        &'a KvTransferPolicy,
+        &'a [&'a str],
+        &'a str,
+        Option<&'a str>,
+        &'a [(&'a str, &'a str)],
+    );
+    let cases: [Row; 2] = [
         (
             &by_label,
             &["ignored"],
