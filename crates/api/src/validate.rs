@@ -27,6 +27,11 @@ use std::fmt;
 /// Condition reason reconcilers set (with `Ready=False`) when [`validate()`] fails.
 pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 
+/// Message of [`Rule::GroveOnly`].
+const GROVE_ONLY: &str = "is only supported on the Grove pathway";
+/// Message of [`Rule::Unsupported`], followed by what is missing.
+const UNSUPPORTED: &str = "is not supported by this operator version";
+
 /// The workload pathway a DynamoGraphDeployment uses (the `nvidia.com/workload-provider`
 /// record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +86,11 @@ pub enum Rule {
     MainContainerImage,
     /// Positive replicas are at least minAvailable.
     ReplicasBelowMinAvailable,
-    /// Fields that only the Grove pathway supports.
+    /// Fields that only the Grove pathway renders, on a graph (or a DynamoComponentDeployment)
+    /// of the component pathway.
     GroveOnly,
+    /// A field this operator version does not act on: refused rather than accepted and ignored.
+    Unsupported,
     /// frontendSidecar names a container of the pod template.
     FrontendSidecarContainer,
     /// dynamoSidecar names a restartable init container, on a worker-class component without
@@ -132,6 +140,7 @@ impl Rule {
             Self::MainContainerImage => "main-container-image",
             Self::ReplicasBelowMinAvailable => "replicas-below-min-available",
             Self::GroveOnly => "grove-only",
+            Self::Unsupported => "unsupported",
             Self::FrontendSidecarContainer => "frontend-sidecar-container",
             Self::DynamoSidecar => "dynamo-sidecar",
             Self::MultinodeComponentType => "multinode-component-type",
@@ -359,19 +368,17 @@ fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut
         v.absorb(at);
     }
 
-    if ctx.provider == Some(Provider::Component) {
-        if spec.priority_class_name.is_some() {
-            v.at(&[Seg::Key("priorityClassName")])
-                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
-        }
-        if spec
-            .experimental
-            .as_ref()
-            .is_some_and(|e| !e.component_groups.is_empty())
-        {
-            v.at(&[Seg::Key("experimental"), Seg::Key("componentGroups")])
-                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
-        }
+    grove_only_graph(spec, ctx, v);
+    if spec
+        .experimental
+        .as_ref()
+        .is_some_and(|e| !e.component_groups.is_empty())
+    {
+        v.at(&[Seg::Key("experimental"), Seg::Key("componentGroups")])
+            .push(
+                Rule::Unsupported,
+                format!("{UNSUPPORTED} (component groups are not rendered)"),
+            );
     }
 
     if let Some(strategy) = spec.restart.as_ref().and_then(|r| r.strategy.as_ref()) {
@@ -510,19 +517,8 @@ fn component(
                 );
             }
         }
-        if ctx.provider == Some(Provider::Component) {
-            v.at(&[Seg::Key("minAvailable")])
-                .push(Rule::GroveOnly, "is only supported on the Grove pathway");
-        }
     }
-    if ctx.provider == Some(Provider::Component) && c.is_grove_scaling_group_forced() {
-        v.at(&[
-            Seg::Key("experimental"),
-            Seg::Key("grove"),
-            Seg::Key("forceScalingGroup"),
-        ])
-        .push(Rule::GroveOnly, "is only supported on the Grove pathway");
-    }
+    grove_only_component(c, ctx, v);
 
     if c.epp_config.is_some() && c.r#type != Some(ComponentType::Epp) {
         v.at(&[Seg::Key("eppConfig")])
@@ -639,7 +635,10 @@ fn component(
                     }
                     if role.pod_template.is_some() {
                         v.at(&[Seg::Key("roles"), Seg::Index(k), Seg::Key("podTemplate")])
-                            .push(Rule::Roles, "is not supported by any component type yet");
+                            .push(
+                                Rule::Unsupported,
+                                format!("{UNSUPPORTED} (no component type renders a role's own pod template)"),
+                            );
                     }
                 }
             }
@@ -682,18 +681,25 @@ fn component(
                 .job
                 .as_ref()
                 .is_some_and(|j| !j.gms_client_containers.is_empty())
-                && gms.is_none()
             {
-                v.at(&[
+                let at = v.at(&[
                     exp,
                     Seg::Key("checkpoint"),
                     Seg::Key("job"),
                     Seg::Key("gmsClientContainers"),
-                ])
-                .push(
-                    Rule::ContainerReference,
-                    "requires experimental.gpuMemoryService",
-                );
+                ]);
+                if gms.is_none() {
+                    at.push(
+                        Rule::ContainerReference,
+                        "requires experimental.gpuMemoryService",
+                    );
+                } else {
+                    // The capture pod is the component's pod without the GPU memory service.
+                    at.push(
+                        Rule::Unsupported,
+                        format!("{UNSUPPORTED} (the checkpoint capture pod gets no GPU memory service wiring)"),
+                    );
+                }
             }
         }
     }
@@ -706,6 +712,89 @@ fn component(
             Rule::TopologyInheritance,
             "requires spec.topologyConstraint (the clusterTopologyName it inherits)",
         );
+    }
+}
+
+/// Graph fields only the Grove pathway renders, refused on the component pathway (rather than
+/// accepted and ignored): the PodCliqueSet override, priority class and topology constraint,
+/// and the KV transfer policy (its pod wiring is rendered into cliques only).
+fn grove_only_graph(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut Collector) {
+    if ctx.provider != Some(Provider::Component) {
+        return;
+    }
+    let kv_transfer = spec
+        .experimental
+        .as_ref()
+        .is_some_and(|e| e.kv_transfer_policy.is_some());
+    let fields: [(&[Seg], bool); 4] = [
+        (
+            &[Seg::Key("providerOverride")],
+            spec.provider_override.is_some(),
+        ),
+        (
+            &[Seg::Key("priorityClassName")],
+            spec.priority_class_name.is_some(),
+        ),
+        (
+            &[Seg::Key("topologyConstraint")],
+            spec.topology_constraint.is_some(),
+        ),
+        (
+            &[Seg::Key("experimental"), Seg::Key("kvTransferPolicy")],
+            kv_transfer,
+        ),
+    ];
+    for (path, set) in fields {
+        if set {
+            v.at(path).push(Rule::GroveOnly, GROVE_ONLY);
+        }
+    }
+}
+
+/// Component fields only the Grove pathway renders, refused on the component pathway (graphs
+/// recorded as `component`, and every DynamoComponentDeployment): Grove provider overrides,
+/// `minAvailable`, the topology constraint and a forced scaling group.
+fn grove_only_component(
+    c: &DynamoComponentDeploymentSharedSpec,
+    ctx: &ValidationContext,
+    v: &mut Collector,
+) {
+    if ctx.provider != Some(Provider::Component) {
+        return;
+    }
+    let fields: [(&[Seg], bool); 4] = [
+        (
+            &[Seg::Key("providerOverride")],
+            c.provider_override.is_some(),
+        ),
+        (&[Seg::Key("minAvailable")], c.min_available.is_some()),
+        (
+            &[Seg::Key("topologyConstraint")],
+            c.topology_constraint.is_some(),
+        ),
+        (
+            &[
+                Seg::Key("experimental"),
+                Seg::Key("grove"),
+                Seg::Key("forceScalingGroup"),
+            ],
+            c.is_grove_scaling_group_forced(),
+        ),
+    ];
+    for (path, set) in fields {
+        if set {
+            v.at(path).push(Rule::GroveOnly, GROVE_ONLY);
+        }
+    }
+    for (k, role) in c.roles.iter().enumerate() {
+        if role.provider_override.is_some() {
+            v.at(&[
+                Seg::Key("roles"),
+                Seg::Index(k),
+                Seg::Key("providerOverride"),
+            ])
+            .push(Rule::GroveOnly, GROVE_ONLY);
+        }
     }
 }
 
@@ -1145,12 +1234,54 @@ mod tests {
         );
     }
 
+    /// Every field only the Grove pathway renders is refused, at its path, on a graph recorded as
+    /// `component`, and accepted on Grove or before a provider is recorded.
     #[test]
     fn grove_only_fields_need_the_grove_pathway() {
+        use crate::v1beta1::{
+            ComponentRoleSpec, ExperimentalSpec, GroveSpec, KvTransferPolicy, ProviderOverride,
+            SpecTopologyConstraint, TopologyConstraint,
+        };
+        let grove_override = |target: &str| ProviderOverride {
+            api_version: "grove.io/v1alpha1".into(),
+            target: Some(target.into()),
+            value: serde_json::json!({"topologyConstraint": null}),
+        };
         let mut w = component("worker", ComponentType::Worker);
         w.min_available = Some(1);
+        w.provider_override = Some(grove_override("PodCliqueScalingGroupConfig"));
+        w.topology_constraint = Some(TopologyConstraint {
+            pack_domain: "rack".into(),
+        });
+        w.experimental = Some(ExperimentalSpec {
+            grove: Some(GroveSpec {
+                force_scaling_group: Some(true),
+            }),
+            ..Default::default()
+        });
+        w.multinode = Some(Default::default());
+        w.roles = ["leader", "worker"]
+            .map(|name| ComponentRoleSpec {
+                name: name.into(),
+                provider_override: Some(grove_override("PodCliqueTemplateSpec")),
+                ..Default::default()
+            })
+            .to_vec();
         let mut g = dgd(vec![w]);
         g.spec.priority_class_name = Some("high".into());
+        g.spec.provider_override = Some(grove_override("PodCliqueSet"));
+        g.spec.topology_constraint = Some(SpecTopologyConstraint {
+            cluster_topology_name: "ct".into(),
+            pack_domain: Some("zone".into()),
+        });
+        g.spec.experimental = Some(crate::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+            kv_transfer_policy: Some(KvTransferPolicy {
+                label_key: Some("topology.kubernetes.io/zone".into()),
+                domain: "zone".into(),
+                ..Default::default()
+            }),
+            component_groups: Vec::new(),
+        });
         assert_eq!(validate(&g), Ok(()), "no provider recorded yet");
         let grove = ValidationContext {
             provider: Some(Provider::Grove),
@@ -1164,11 +1295,192 @@ mod tests {
             .into(),
         );
         let err = validate(&g).unwrap_err();
-        let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
+        let c = "spec.components[0]";
+        let want: Vec<(String, Rule, &str)> = [
+            format!("{c}.providerOverride"),
+            format!("{c}.minAvailable"),
+            format!("{c}.topologyConstraint"),
+            format!("{c}.experimental.grove.forceScalingGroup"),
+            format!("{c}.roles[0].providerOverride"),
+            format!("{c}.roles[1].providerOverride"),
+            "spec.providerOverride".into(),
+            "spec.priorityClassName".into(),
+            "spec.topologyConstraint".into(),
+            "spec.experimental.kvTransferPolicy".into(),
+        ]
+        .into_iter()
+        .map(|f| (f, Rule::GroveOnly, GROVE_ONLY))
+        .collect();
+        let got: Vec<(String, Rule, &str)> = err
+            .violations
+            .iter()
+            .map(|v| (v.field.clone(), v.rule, v.message.as_str()))
+            .collect();
+        assert_eq!(got, want);
+
+        // A DynamoComponentDeployment is always on the component pathway.
+        let dcd = crate::DynamoComponentDeployment::new(
+            "d",
+            crate::DynamoComponentDeploymentSpec {
+                backend_framework: None,
+                component: g.spec.components[0].clone(),
+            },
+        );
+        let err = validate_dcd(&dcd).unwrap_err();
+        let fields: Vec<&str> = err
+            .violations
+            .iter()
+            .filter(|v| v.rule == Rule::GroveOnly)
+            .map(|v| v.field.as_str())
+            .collect();
         assert_eq!(
             fields,
-            ["spec.components[0].minAvailable", "spec.priorityClassName"]
+            [
+                "spec.providerOverride",
+                "spec.minAvailable",
+                "spec.topologyConstraint",
+                "spec.experimental.grove.forceScalingGroup",
+                "spec.roles[0].providerOverride",
+                "spec.roles[1].providerOverride",
+            ]
         );
+    }
+
+    /// `roles` restate the multinode layout: exactly a leader of 1 pod and a worker of
+    /// nodeCount-1 pods; anything else is refused.
+    #[test]
+    fn roles_restate_the_multinode_layout() {
+        use crate::v1beta1::ComponentRoleSpec;
+        let role = |name: &str, replicas: Option<i32>| ComponentRoleSpec {
+            name: name.into(),
+            replicas,
+            ..Default::default()
+        };
+        // (roles, multinode nodeCount, violations as (field, message))
+        type Row = (
+            Vec<ComponentRoleSpec>,
+            Option<i32>,
+            Vec<(&'static str, &'static str)>,
+        );
+        let cases: Vec<Row> = vec![
+            (vec![], Some(3), vec![]),
+            (
+                vec![role("leader", Some(1)), role("worker", Some(2))],
+                Some(3),
+                vec![],
+            ),
+            (
+                vec![role("leader", None), role("worker", None)],
+                Some(3),
+                vec![],
+            ),
+            (
+                vec![role("leader", Some(2)), role("worker", Some(1))],
+                Some(3),
+                vec![
+                    ("roles[0].replicas", "must be 1 for role leader"),
+                    ("roles[1].replicas", "must be 2 for role worker"),
+                ],
+            ),
+            (
+                vec![role("leader", None)],
+                Some(2),
+                vec![(
+                    "roles",
+                    "must contain exactly one leader and one worker role",
+                )],
+            ),
+            (
+                vec![role("leader", None), role("worker", None)],
+                None,
+                vec![("roles", "requires multinode")],
+            ),
+        ];
+        for (roles, nodes, want) in cases {
+            let mut w = component("worker", ComponentType::Worker);
+            w.multinode = nodes.map(|node_count| crate::common::MultinodeSpec { node_count });
+            w.roles = roles;
+            let got = violations(w);
+            let want: Vec<(String, Rule, String)> = want
+                .iter()
+                .map(|(f, m)| {
+                    (
+                        format!("spec.components[0].{f}"),
+                        Rule::Roles,
+                        m.to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{nodes:?}");
+        }
+    }
+
+    /// Fields this operator version does not act on are refused on every pathway, naming the
+    /// field and saying so.
+    #[test]
+    fn unsupported_fields_are_refused_on_every_pathway() {
+        use crate::v1beta1::{
+            ComponentCheckpointConfig, ComponentCheckpointJobConfig, ComponentGroupSpec,
+            ComponentRoleSpec, DynamoGraphDeploymentExperimentalSpec,
+        };
+        let mut w = gms_worker(Some(None), None, &[], &[]);
+        w.experimental.as_mut().unwrap().checkpoint = Some(ComponentCheckpointConfig {
+            enabled: true,
+            job: Some(ComponentCheckpointJobConfig {
+                gms_client_containers: vec!["main".into()],
+                pod_template: None,
+            }),
+            ..Default::default()
+        });
+        w.multinode = Some(Default::default());
+        w.roles = ["leader", "worker"]
+            .map(|name| ComponentRoleSpec {
+                name: name.into(),
+                pod_template: (name == "worker").then(PodTemplateSpec::default),
+                ..Default::default()
+            })
+            .to_vec();
+        let mut g = dgd(vec![w]);
+        g.spec.backend_framework = Some(crate::BackendFramework::Vllm);
+        g.spec.experimental = Some(DynamoGraphDeploymentExperimentalSpec {
+            kv_transfer_policy: None,
+            component_groups: vec![ComponentGroupSpec {
+                name: "group".into(),
+                replicas: 1,
+                scaling_adapter: None,
+                components: vec![crate::common::ComponentGroupComponentSpec {
+                    name: "worker".into(),
+                }],
+            }],
+        });
+        for provider in [None, Some(Provider::Grove), Some(Provider::Component)] {
+            let err = validate_with(&g, &ValidationContext { provider }).unwrap_err();
+            let got: Vec<(&str, Rule)> = err
+                .violations
+                .iter()
+                .filter(|v| v.rule == Rule::Unsupported)
+                .map(|v| (v.field.as_str(), v.rule))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    ("spec.components[0].roles[1].podTemplate", Rule::Unsupported),
+                    (
+                        "spec.components[0].experimental.checkpoint.job.gmsClientContainers",
+                        Rule::Unsupported
+                    ),
+                    ("spec.experimental.componentGroups", Rule::Unsupported),
+                ],
+                "{provider:?}"
+            );
+            for v in err
+                .violations
+                .iter()
+                .filter(|v| v.rule == Rule::Unsupported)
+            {
+                assert!(v.message.starts_with(UNSUPPORTED), "{v}");
+            }
+        }
     }
 
     /// Upstream: `compilationCache.mountPath is required for backend framework X (no default

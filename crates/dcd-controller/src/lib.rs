@@ -14,7 +14,9 @@
 //! 1. Being deleted: nothing (garbage collection removes the children; no finalizer).
 //! 2. [`api::validate::validate_dcd`]: on violations `Available=False`, reason `InvalidSpec`,
 //!    the violations as message, a `Warning` event, no child touched, no retry until the DCD
-//!    changes.
+//!    changes. Fields only the Grove pathway renders (`providerOverride`,
+//!    `roles[].providerOverride`, `minAvailable`, `topologyConstraint`,
+//!    `experimental.grove.forceScalingGroup`) are among the violations, never ignored.
 //! 3. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
 //!    `<dcd>-0` when the cluster serves `leaderworkerset.x-k8s.io/v1`
 //!    ([`DcdReconciler::with_leader_worker_set`]); otherwise `Available=False`, reason

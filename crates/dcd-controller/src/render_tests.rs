@@ -1621,3 +1621,39 @@ fn component_pod_service_account() {
         assert_eq!(accounts_of(dcd, &accounts), expected, "{row}");
     }
 }
+
+/// The DCD's `backendFramework` selects the backend when the command names none: a vLLM DCD
+/// gets vLLM's compilation cache path, a DCD without one gets no cache path at all.
+#[test]
+fn the_dcds_backend_framework_selects_the_backend() {
+    for (framework, want) in [
+        (
+            Some(api::BackendFramework::Vllm),
+            Some(api::backend::VLLM_COMPILATION_CACHE_PATH),
+        ),
+        (None, None),
+    ] {
+        let mut dcd = worker();
+        dcd.spec.backend_framework = framework;
+        main_mut(&mut dcd).command = Some(vec!["/bin/sh".into(), "-c".into(), "serve".into()]);
+        main_mut(&mut dcd).args = None;
+        dcd.spec.component.compilation_cache = Some(api::v1beta1::CompilationCacheConfig {
+            pvc_name: "cache".into(),
+            mount_path: None,
+        });
+        let spec = pod(&dcd);
+        let main = main_of(&spec);
+        let mounted = main
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "cache")
+            .map(|m| m.mount_path.as_str());
+        assert_eq!(mounted, want, "{framework:?}");
+        assert_eq!(
+            env_value(main, pod_render::cache::VLLM_CACHE_ROOT).as_deref(),
+            want,
+            "{framework:?}"
+        );
+    }
+}

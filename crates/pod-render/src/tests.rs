@@ -506,3 +506,96 @@ fn infrastructure_env_on_every_component() {
         assert_eq!(names, sorted, "{t:?}");
     }
 }
+
+/// A KV-transfer-aware worker: the policy's domain, enforcement and weight as env, and its
+/// topology as Downward API files: the `labelKey` label under the domain's name, else one file
+/// per ClusterTopology domain.
+#[test]
+fn kv_transfer_wiring_follows_the_policy() {
+    use api::common::KvTransferEnforcement;
+    use api::v1beta1::KvTransferPolicy;
+    let by_label = KvTransferPolicy {
+        cluster_topology_name: None,
+        label_key: Some("topology.kubernetes.io/zone".into()),
+        domain: "zone".into(),
+        enforcement: Some(KvTransferEnforcement::Preferred),
+        preferred_weight: Some(0.5),
+    };
+    let by_topology = KvTransferPolicy {
+        cluster_topology_name: Some("ct".into()),
+        label_key: None,
+        domain: "rack".into(),
+        enforcement: None,
+        preferred_weight: None,
+    };
+    // (policy, domains, enforcement, weight, files as (path, label))
+    type Row<'a> = (
+        &'a KvTransferPolicy,
+        &'a [&'a str],
+        &'a str,
+        Option<&'a str>,
+        &'a [(&'a str, &'a str)],
+    );
+    let cases: [Row; 2] = [
+        (
+            &by_label,
+            &["ignored"],
+            "preferred",
+            Some("0.5"),
+            &[("zone", "topology.kubernetes.io/zone")],
+        ),
+        (
+            &by_topology,
+            &["zone", "rack"],
+            "required",
+            None,
+            &[
+                ("zone", "nvidia.com/dynamo-topology.zone"),
+                ("rack", "nvidia.com/dynamo-topology.rack"),
+            ],
+        ),
+    ];
+    for (policy, domains, enforcement, weight, files) in cases {
+        let mut spec = PodSpec::default();
+        let mut main = container("main");
+        let domains: Vec<String> = domains.iter().map(|d| d.to_string()).collect();
+        volumes::topology_wiring(&mut spec, &mut main, policy, &domains);
+        let at = &policy.domain;
+        assert_eq!(
+            env_of(&main, "DYN_KV_TRANSFER_DOMAIN").as_deref(),
+            Some(at.as_str())
+        );
+        assert_eq!(
+            env_of(&main, "DYN_KV_TRANSFER_ENFORCEMENT").as_deref(),
+            Some(enforcement),
+            "{at}"
+        );
+        assert_eq!(
+            env_of(&main, "DYN_KV_TRANSFER_PREFERRED_WEIGHT").as_deref(),
+            weight,
+            "{at}"
+        );
+        assert_eq!(
+            mount(&main, volumes::TOPOLOGY_VOLUME).map(|m| m.mount_path.as_str()),
+            Some(volumes::TOPOLOGY_MOUNT_PATH)
+        );
+        let items = volume(&spec, volumes::TOPOLOGY_VOLUME)
+            .and_then(|v| v.downward_api.as_ref())
+            .and_then(|d| d.items.clone())
+            .unwrap_or_default();
+        let got: Vec<(String, String)> = items
+            .iter()
+            .map(|i| {
+                (
+                    i.path.clone(),
+                    i.field_ref.as_ref().unwrap().field_path.clone(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, String)> = files
+            .iter()
+            .map(|(p, l)| (p.to_string(), format!("metadata.labels['{l}']")))
+            .collect();
+        assert_eq!(got, want, "{at}");
+    }
+}

@@ -746,6 +746,43 @@ mod tests {
         );
     }
 
+    /// `targetContainerName` names the container the capture Job snapshots (and restoring pods
+    /// restore); `main` when unset.
+    #[tokio::test]
+    async fn the_target_container_reaches_the_capture_job() {
+        let d = Double::new();
+        let mut sidecar = component("W", ComponentType::Worker);
+        let spec = sidecar
+            .pod_template
+            .as_mut()
+            .and_then(|t| t.spec.as_mut())
+            .unwrap();
+        spec.containers.push(k8s_openapi::api::core::v1::Container {
+            name: "engine".into(),
+            image: Some("img:1".into()),
+            ..Default::default()
+        });
+        let mut cfg = enabled();
+        cfg.target_container_name = Some("engine".into());
+        let g = graph(
+            &d,
+            vec![
+                with_checkpoint(sidecar, cfg),
+                with_checkpoint(component("M", ComponentType::Worker), enabled()),
+            ],
+        );
+        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        for (name, want) in [("W", "engine"), ("M", MAIN_CONTAINER_NAME)] {
+            let info = &resolved.infos[name];
+            assert_eq!(info.target_container, want, "{name}");
+            let ckpt: DynamoCheckpoint = d
+                .object(Some("ns"), info.checkpoint_name.as_deref().unwrap())
+                .unwrap();
+            let job = ckpt.spec.job.unwrap();
+            assert_eq!(job.target_container_name.as_deref(), Some(want), "{name}");
+        }
+    }
+
     #[tokio::test]
     async fn failures_map_to_clear_errors() {
         let d = Double::new();

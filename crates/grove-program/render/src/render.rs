@@ -328,8 +328,9 @@ fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, Render
     })
 }
 
-/// Features the grove pathway does not render yet. Inter-pod GMS is refused by validation first
-/// (`InvalidSpec`, both pathways); the check here keeps a graph that bypassed it from rendering.
+/// Features the grove pathway does not render yet. Component groups and inter-pod GMS are
+/// refused by validation first (`InvalidSpec`, both pathways); the check here keeps a graph that
+/// bypassed it from rendering.
 fn unsupported(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
     if dgd
         .spec

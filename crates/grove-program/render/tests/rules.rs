@@ -1134,3 +1134,106 @@ fn unnamed_service_account_stays_unnamed() {
         Some("g-k8s-service-discovery")
     );
 }
+
+/// The graph's `annotations`, `labels`, `priorityClassName` and a topology without a pack
+/// domain, a component's `minAvailable`, `globalDynamoNamespace`, `topologyConstraint` and
+/// `experimental.grove.forceScalingGroup`, and a role's `providerOverride` reach the
+/// PodCliqueSet.
+#[test]
+fn graph_metadata_and_grove_options_reach_the_pod_clique_set() {
+    use api::v1beta1::{ComponentRoleSpec, ExperimentalSpec, GroveSpec, ProviderOverride};
+    let mut dgd = graph();
+    dgd.spec.annotations = BTreeMap::from([("example.com/owner".into(), "team-a".into())]);
+    dgd.spec.labels = BTreeMap::from([("team".into(), "a".into())]);
+    dgd.spec.priority_class_name = Some("high".into());
+    let prefill = &mut dgd.spec.components[2];
+    prefill.replicas = Some(3);
+    prefill.min_available = Some(2);
+    prefill.global_dynamo_namespace = true;
+    prefill.topology_constraint = Some(ComponentTc {
+        pack_domain: "rack".into(),
+    });
+    // The topology without a graph-wide pack domain: components name it themselves.
+    dgd.spec.topology_constraint = Some(SpecTopologyConstraint {
+        cluster_topology_name: "ct".into(),
+        pack_domain: None,
+    });
+    dgd.spec.components[0].experimental = Some(ExperimentalSpec {
+        grove: Some(GroveSpec {
+            force_scaling_group: Some(true),
+        }),
+        ..Default::default()
+    });
+    dgd.spec.components[1].roles = ["leader", "worker"]
+        .map(|name| ComponentRoleSpec {
+            name: name.into(),
+            provider_override: (name == "leader").then(|| ProviderOverride {
+                api_version: "grove.io/v1alpha1".into(),
+                target: Some("PodCliqueTemplateSpec".into()),
+                value: serde_json::json!({"topologyConstraint": {"pack": {"required": "host"}}}),
+            }),
+            ..Default::default()
+        })
+        .to_vec();
+    let pcs = fresh(&dgd);
+
+    let meta = &pcs.metadata;
+    assert_eq!(
+        meta.annotations.as_ref().unwrap()["example.com/owner"],
+        "team-a"
+    );
+    assert_eq!(meta.labels.as_ref().unwrap()["team"], "a");
+    let frontend = clique(&pcs, "frontend");
+    assert_eq!(frontend.annotations["example.com/owner"], "team-a");
+    assert_eq!(frontend.labels["team"], "a");
+    assert_eq!(
+        pcs.spec.template.priority_class_name.as_deref(),
+        Some("high")
+    );
+
+    let prefill = clique(&pcs, "prefill");
+    assert_eq!(
+        (prefill.spec.replicas, prefill.spec.min_available),
+        (3, Some(2))
+    );
+    assert_eq!(
+        prefill.labels[labels::DYNAMO_NAMESPACE],
+        labels::GLOBAL_DYNAMO_NAMESPACE
+    );
+    assert_eq!(frontend.labels[labels::DYNAMO_NAMESPACE], "ns-g");
+    assert_eq!(pcs.spec.template.topology_constraint, None);
+    assert_eq!(
+        prefill.topology_constraint,
+        Some(TopologyConstraint {
+            topology_name: Some("ct".into()),
+            pack: Some(TopologyPack {
+                required: Some("rack".into()),
+                preferred: None
+            }),
+            pack_domain: None,
+        })
+    );
+
+    // Forced: a scaling group of one single-pod clique.
+    let g = group(&pcs, "frontend");
+    assert_eq!(g.clique_names, ["frontend"]);
+    assert_eq!(frontend.spec.replicas, 1);
+    assert!(
+        rendered()
+            .spec
+            .template
+            .pod_clique_scaling_groups
+            .iter()
+            .all(|g| g.name != "frontend")
+    );
+
+    let leader = clique(&pcs, "decode-ldr")
+        .topology_constraint
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        leader.pack.as_ref().unwrap().required.as_deref(),
+        Some("host")
+    );
+    assert_eq!(clique(&pcs, "decode-wkr").topology_constraint, None);
+}
