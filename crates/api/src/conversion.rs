@@ -100,6 +100,20 @@ pub fn preserved_alpha_pvcs(dgd: &b::DynamoGraphDeployment) -> Vec<a::Pvc> {
         .unwrap_or_default()
 }
 
+/// The v1alpha1 services a v1beta1 object was converted from whose `ingress` is enabled, by
+/// service name (v1beta1 has no such field).
+pub fn preserved_alpha_ingresses(dgd: &b::DynamoGraphDeployment) -> Vec<String> {
+    payload::<a::DynamoGraphDeploymentSpec>(&dgd.metadata, ALPHA_SPEC)
+        .map(|s| {
+            s.services
+                .into_iter()
+                .filter(|(_, service)| service.ingress.as_ref().is_some_and(|i| i.enabled))
+                .map(|(name, _)| name)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Converts one object (any served DynamoGraphDeployment version) to `desired_api_version`.
 pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, ConversionError> {
     let kind = object["kind"].as_str().unwrap_or_default().to_string();

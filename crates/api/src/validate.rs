@@ -220,7 +220,27 @@ pub fn validate_with(
 ) -> Result<(), InvalidSpec> {
     let mut v = Collector::new("spec");
     graph_spec(&dgd.spec, ctx, &mut v);
-    v.finish()
+    let mut violations = v.violations();
+    violations.extend(alpha_ingresses(dgd));
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidSpec { violations })
+    }
+}
+
+/// A v1alpha1 graph's enabled `spec.services.<name>.ingress`, which v1beta1 cannot say (the
+/// conversion keeps it in an annotation) and no Ingress or VirtualService renders: refused,
+/// named by its v1alpha1 path.
+fn alpha_ingresses(dgd: &DynamoGraphDeployment) -> Vec<Violation> {
+    crate::conversion::preserved_alpha_ingresses(dgd)
+        .into_iter()
+        .map(|name| Violation {
+            field: format!("spec.services.{name}.ingress"),
+            rule: Rule::Unsupported,
+            message: format!("{UNSUPPORTED} (no Ingress or VirtualService is rendered)"),
+        })
+        .collect()
 }
 
 /// Validates a DynamoComponentDeployment (component pathway rules).
@@ -1517,6 +1537,33 @@ mod tests {
     }
 
     /// A well-formed `dynamoSidecar` is refused, naming the field, until it is rendered.
+    #[test]
+    fn an_enabled_v1alpha1_ingress_is_refused_by_its_v1alpha1_path() {
+        let alpha = |enabled: bool| {
+            let mut g: crate::v1alpha1::DynamoGraphDeployment =
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
+                    "metadata": {"name": "g"},
+                    "spec": {"services": {"Frontend": {"componentType": "frontend",
+                        "extraPodSpec": {"mainContainer": {"image": "frontend:1"}},
+                        "ingress": {"enabled": enabled, "host": "g.example.com"}}}},
+                }))
+                .unwrap();
+            g.metadata.namespace = Some("ns".into());
+            crate::conversion::to_v1beta1(&g)
+        };
+        let err = validate(&alpha(true)).unwrap_err();
+        let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(fields, ["spec.services.Frontend.ingress"]);
+        assert_eq!(err.violations[0].rule, Rule::Unsupported);
+        assert!(
+            err.to_string()
+                .contains("not supported by this operator version"),
+            "{err}"
+        );
+        assert!(validate(&alpha(false)).is_ok());
+    }
+
     #[test]
     fn dynamo_sidecar_is_refused_until_rendered() {
         let mut w = component("worker", ComponentType::Worker);
