@@ -54,7 +54,10 @@ impl RuntimeVersion {
     }
 
     /// The override when given (an invalid one is an error), else the image tag's version.
-    pub fn resolve(image: Option<&str>, r#override: Option<&str>) -> Result<Option<Self>, InvalidVersion> {
+    pub fn resolve(
+        image: Option<&str>,
+        r#override: Option<&str>,
+    ) -> Result<Option<Self>, InvalidVersion> {
         match r#override.filter(|o| !o.is_empty()) {
             Some(value) => Self::parse(value).map(Some),
             None => Ok(image.and_then(Self::from_image)),
@@ -192,9 +195,15 @@ mod tests {
     #[test]
     fn image_tags_give_the_version_core() {
         let rows: [(&str, Option<RuntimeVersion>); 10] = [
-            ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:v1.2.3-cuda13", Some(V(1, 2, 3))),
+            (
+                "nvcr.io/nvidia/ai-dynamo/vllm-runtime:v1.2.3-cuda13",
+                Some(V(1, 2, 3)),
+            ),
             ("registry.example/runtime:sha-123", None),
-            ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1", Some(V(1, 3, 1))),
+            (
+                "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1",
+                Some(V(1, 3, 1)),
+            ),
             ("localhost:5000/runtime:V1.6.0", Some(V(1, 6, 0))),
             ("localhost:5000/runtime", None),
             ("frontend@sha256:aaaa", None),
@@ -211,15 +220,31 @@ mod tests {
     /// Upstream's `TestResolve` (3 rows) and an invalid override.
     #[test]
     fn the_override_wins_over_the_tag() {
-        let rows: [(&str, Option<&str>, Result<Option<RuntimeVersion>, InvalidVersion>); 5] = [
-            ("nvcr.io/nvidia/ai-dynamo/runtime:v1.5.0-cuda13", None, Ok(Some(V(1, 5, 0)))),
-            ("nvcr.io/nvidia/ai-dynamo/runtime:1.5.0", Some("1.4.0"), Ok(Some(V(1, 4, 0)))),
+        let rows: [(
+            &str,
+            Option<&str>,
+            Result<Option<RuntimeVersion>, InvalidVersion>,
+        ); 5] = [
+            (
+                "nvcr.io/nvidia/ai-dynamo/runtime:v1.5.0-cuda13",
+                None,
+                Ok(Some(V(1, 5, 0))),
+            ),
+            (
+                "nvcr.io/nvidia/ai-dynamo/runtime:1.5.0",
+                Some("1.4.0"),
+                Ok(Some(V(1, 4, 0))),
+            ),
             ("nvcr.io/nvidia/ai-dynamo/runtime:latest", None, Ok(None)),
             ("runtime:custom", Some("1.6.0"), Ok(Some(V(1, 6, 0)))),
             ("runtime:1.6.0", Some("1.6"), Err(InvalidVersion)),
         ];
         for (image, r#override, want) in rows {
-            assert_eq!(RuntimeVersion::resolve(Some(image), r#override), want, "{image}");
+            assert_eq!(
+                RuntimeVersion::resolve(Some(image), r#override),
+                want,
+                "{image}"
+            );
         }
     }
 }

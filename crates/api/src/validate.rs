@@ -564,7 +564,10 @@ fn component(
         );
     }
 
-    if let Some(value) = c.runtime_version_override.as_deref().filter(|o| !o.is_empty())
+    if let Some(value) = c
+        .runtime_version_override
+        .as_deref()
+        .filter(|o| !o.is_empty())
         && let Err(e) = RuntimeVersion::parse(value)
     {
         v.at(&[Seg::Key("runtimeVersionOverride")])
@@ -1230,21 +1233,67 @@ mod tests {
             ..Default::default()
         };
         let rows: [(&str, ComponentType, Container, Edit, Option<&str>); 8] = [
-            ("valid", ComponentType::Worker, init("runtime", Some("Always")), |_| {}, Some("not supported by this operator version")),
-            ("prefill", ComponentType::Prefill, init("runtime", Some("Always")), |_| {}, Some("not supported by this operator version")),
-            ("frontend", ComponentType::Frontend, init("runtime", Some("Always")), |_| {}, Some("only supported for worker")),
-            ("untyped", ComponentType::Worker, init("runtime", Some("Always")), |c| c.r#type = None, Some("only supported for worker")),
-            ("not restartable", ComponentType::Worker, init("runtime", None), |_| {}, Some("restartPolicy Always")),
-            ("missing", ComponentType::Worker, init("other", Some("Always")), |_| {}, Some("no such init container runtime")),
-            ("multinode", ComponentType::Worker, init("runtime", Some("Always")), |c| {
-                c.multinode = Some(MultinodeSpec { node_count: 2 })
-            }, Some("multinode")),
-            ("failover", ComponentType::Worker, init("runtime", Some("Always")), |c| {
-                c.experimental = Some(ExperimentalSpec {
-                    failover: Some(FailoverSpec::default()),
-                    ..Default::default()
-                })
-            }, Some("gpuMemoryService or failover")),
+            (
+                "valid",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |_| {},
+                Some("not supported by this operator version"),
+            ),
+            (
+                "prefill",
+                ComponentType::Prefill,
+                init("runtime", Some("Always")),
+                |_| {},
+                Some("not supported by this operator version"),
+            ),
+            (
+                "frontend",
+                ComponentType::Frontend,
+                init("runtime", Some("Always")),
+                |_| {},
+                Some("only supported for worker"),
+            ),
+            (
+                "untyped",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| c.r#type = None,
+                Some("only supported for worker"),
+            ),
+            (
+                "not restartable",
+                ComponentType::Worker,
+                init("runtime", None),
+                |_| {},
+                Some("restartPolicy Always"),
+            ),
+            (
+                "missing",
+                ComponentType::Worker,
+                init("other", Some("Always")),
+                |_| {},
+                Some("no such init container runtime"),
+            ),
+            (
+                "multinode",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| c.multinode = Some(MultinodeSpec { node_count: 2 }),
+                Some("multinode"),
+            ),
+            (
+                "failover",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| {
+                    c.experimental = Some(ExperimentalSpec {
+                        failover: Some(FailoverSpec::default()),
+                        ..Default::default()
+                    })
+                },
+                Some("gpuMemoryService or failover"),
+            ),
         ];
         for (name, ty, container, edit, refused) in rows {
             let mut w = component("worker", ty);
@@ -1270,7 +1319,12 @@ mod tests {
     /// `runtimeVersionOverride` must be a semantic version (upstream's `runtimeversion.Parse`).
     #[test]
     fn runtime_version_override_is_a_semantic_version() {
-        for (value, ok) in [("1.4.0", true), ("", true), ("1.6", false), ("v1.6.0", false)] {
+        for (value, ok) in [
+            ("1.4.0", true),
+            ("", true),
+            ("1.6", false),
+            ("v1.6.0", false),
+        ] {
             let mut w = component("worker", ComponentType::Worker);
             w.runtime_version_override = Some(value.into());
             match validate(&dgd(vec![w])) {

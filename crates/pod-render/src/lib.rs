@@ -144,15 +144,46 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     let user_main = user_main(input);
     let mut main = merge::merge_container(base_container(input), user_main.as_ref());
 
-    let epp = component.r#type == Some(ComponentType::Epp);
+    let mut spec = pod_level(input, user_spec);
+    if let Some(cache) = &component.compilation_cache {
+        cache::apply(&mut spec, &mut main, cache, input.backend);
+    }
+    if component.r#type == Some(ComponentType::Epp) {
+        epp::volumes(
+            &mut spec,
+            &mut main,
+            component,
+            input.graph.unwrap_or_default(),
+        );
+    }
+    if let Some((policy, domains)) = input.kv_transfer {
+        volumes::topology_wiring(&mut spec, &mut main, policy, domains);
+    }
+    let main_mounts = main.volume_mounts.clone().unwrap_or_default();
+    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
+    spec.containers = std::iter::once(main).chain(sidecars).collect();
+    if let Some(name) = &component.frontend_sidecar {
+        sidecar::frontend(&mut spec, input, name, &main_mounts);
+    }
+    gms::apply(&mut spec, input);
+    failover::apply(&mut spec, input);
+    spec
+}
+
+/// The pod-level defaults (termination grace, restart policy, the planner's and the EPP's
+/// ServiceAccount) under the user's pod spec (its containers left out), then `fsGroup` when the
+/// user gives no security context, the discovery ServiceAccount when nothing names one and the
+/// discovered image pull secrets when the user names none.
+fn pod_level(input: &PodInput<'_>, user_spec: Option<&PodSpec>) -> PodSpec {
+    let r#type = input.component.r#type;
     let base = PodSpec {
-        termination_grace_period_seconds: Some(if epp {
+        termination_grace_period_seconds: Some(if r#type == Some(ComponentType::Epp) {
             epp::TERMINATION_GRACE_PERIOD_SECONDS
         } else {
             DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
         }),
         restart_policy: Some("Always".into()),
-        service_account_name: match component.r#type {
+        service_account_name: match r#type {
             Some(ComponentType::Planner) => Some(labels::PLANNER_SERVICE_ACCOUNT.to_string()),
             Some(ComponentType::Epp) => Some(labels::EPP_SERVICE_ACCOUNT.to_string()),
             _ => None,
@@ -187,26 +218,6 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     {
         spec.service_account_name = Some(discovery_service_account(graph));
     }
-    if let Some(cache) = &component.compilation_cache {
-        cache::apply(&mut spec, &mut main, cache, input.backend);
-    }
-    if epp {
-        epp::volumes(
-            &mut spec,
-            &mut main,
-            component,
-            input.graph.unwrap_or_default(),
-        );
-    }
-    if let Some((policy, domains)) = input.kv_transfer {
-        volumes::topology_wiring(&mut spec, &mut main, policy, domains);
-    }
-    let main_mounts = main.volume_mounts.clone().unwrap_or_default();
-    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
-    spec.containers = std::iter::once(main).chain(sidecars).collect();
-    if let Some(name) = &component.frontend_sidecar {
-        sidecar::frontend(&mut spec, input, name, &main_mounts);
-    }
     if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
     {
         spec.image_pull_secrets = Some(
@@ -217,8 +228,6 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
                 .collect(),
         );
     }
-    gms::apply(&mut spec, input);
-    failover::apply(&mut spec, input);
     spec
 }
 
