@@ -607,12 +607,6 @@ fn component(
                 Rule::DynamoSidecar,
                 "cannot be combined with experimental.gpuMemoryService or failover",
             );
-        } else {
-            // Refused rather than accepted and ignored until the runtime sidecar is rendered.
-            v.at(&path).push(
-                Rule::DynamoSidecar,
-                "is not supported by this operator version (the runtime sidecar is not rendered yet)",
-            );
         }
     }
 
@@ -1219,8 +1213,9 @@ mod tests {
     }
 
     /// `dynamoSidecar`: upstream's structural rules (worker-class type, a restartable init
-    /// container of that name, no multinode, checkpoint, GMS or failover); a well-formed one
-    /// passes.
+    /// container of that name, no multinode, checkpoint, GMS or failover; the three rows of
+    /// `TestGenerateBasePodSpecRejectsInvalidDynamoSidecar`: frontend, not restartable,
+    /// multinode); a well-formed one passes.
     #[test]
     fn dynamo_sidecar_rules() {
         use crate::common::MultinodeSpec;
@@ -1238,14 +1233,14 @@ mod tests {
                 ComponentType::Worker,
                 init("runtime", Some("Always")),
                 |_| {},
-                Some("not supported by this operator version"),
+                None,
             ),
             (
                 "prefill",
                 ComponentType::Prefill,
                 init("runtime", Some("Always")),
                 |_| {},
-                Some("not supported by this operator version"),
+                None,
             ),
             (
                 "frontend",

@@ -17,7 +17,8 @@
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
 //!    `frontendSidecar` container with the frontend's defaults, and discovered image pull
-//!    secrets. A pod nothing names a ServiceAccount for keeps none, as upstream's
+//!    secrets. With `dynamoSidecar`, the named init container gets the runtime's defaults and
+//!    the topology wiring, and `main` (the engine) none of step 1 (see `sidecar`). A pod nothing names a ServiceAccount for keeps none, as upstream's
 //!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
 //!    pathway leaves it to the kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
@@ -153,9 +154,20 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
         })
         .unwrap_or_default();
     let user_main = user_main(input);
-    let mut main = merge::merge_container(base_container(input), user_main.as_ref());
+    let mut main = match &component.dynamo_sidecar {
+        // The runtime runs in the sidecar: main is the user's engine as it is.
+        Some(_) => user_main.unwrap_or_else(|| Container {
+            name: MAIN_CONTAINER_NAME.into(),
+            ..Default::default()
+        }),
+        None => merge::merge_container(base_container(input), user_main.as_ref()),
+    };
 
     let mut spec = pod_level(input, user_spec);
+    let mut runtime = component
+        .dynamo_sidecar
+        .as_deref()
+        .and_then(|name| sidecar::dynamo(&spec, input, name));
     if let Some(cache) = &component.compilation_cache {
         cache::apply(&mut spec, &mut main, cache, input.backend);
     }
@@ -168,7 +180,11 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
         );
     }
     if let Some((policy, domains)) = input.kv_transfer {
-        volumes::topology_wiring(&mut spec, &mut main, policy, domains);
+        let target = runtime.as_mut().map_or(&mut main, |(_, c)| c);
+        volumes::topology_wiring(&mut spec, target, policy, domains);
+    }
+    if let (Some((index, runtime)), Some(inits)) = (runtime, spec.init_containers.as_mut()) {
+        inits[index] = runtime;
     }
     let main_mounts = main.volume_mounts.clone().unwrap_or_default();
     volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());

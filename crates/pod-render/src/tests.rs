@@ -1,6 +1,7 @@
 use super::*;
 use api::backend::runs_module;
 
+mod dynamo_sidecar;
 mod failover;
 mod gates;
 mod gms;
