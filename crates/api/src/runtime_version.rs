@@ -220,11 +220,8 @@ mod tests {
     /// Upstream's `TestResolve` (3 rows) and an invalid override.
     #[test]
     fn the_override_wins_over_the_tag() {
-        let rows: [(
-            &str,
-            Option<&str>,
-            Result<Option<RuntimeVersion>, InvalidVersion>,
-        ); 5] = [
+        type Resolved = Result<Option<RuntimeVersion>, InvalidVersion>;
+        let rows: [(&str, Option<&str>, Resolved); 5] = [
             (
                 "nvcr.io/nvidia/ai-dynamo/runtime:v1.5.0-cuda13",
                 None,

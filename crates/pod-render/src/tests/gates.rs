@@ -154,7 +154,9 @@ fn worker_with_frontend(
 fn frontend_sidecar_gates_follow_its_own_image() {
     let digest = "frontend@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let strict = |v: &str| vec![parts::env("DYN_NAMESPACE_PREFIX_STRICT", v)];
-    let rows: [(&str, &str, &str, Vec<EnvVar>, Option<&str>); 8] = [
+    /// Worker image, override, frontend image, frontend env, `DYN_NAMESPACE_PREFIX_STRICT`.
+    type Row<'a> = (&'a str, &'a str, &'a str, Vec<EnvVar>, Option<&'a str>);
+    let rows: [Row<'_>; 8] = [
         ("worker:1.5.0", "", "frontend:1.5.0", vec![], None),
         ("worker:1.5.0", "", "frontend:1.6.0", vec![], Some("true")),
         ("worker:1.6.0", "", "frontend:1.5.0", vec![], None),
