@@ -10,6 +10,8 @@
 //!   Kubernetes' label and annotation rules it applies to what the children will carry.
 //! - [`crds()`]: every CRD this operator installs.
 //! - [`gpu`]: which container resources are GPUs (the GPU memory service's rule).
+//! - [`runtime_version`]: a component's Dynamo runtime version (override, else image tag),
+//!   which gates rendered defaults.
 //! - [`worker_hash`]: the worker generation hash, equal to upstream's; [`gojson`]: the Go JSON
 //!   encoding it hashes.
 
@@ -28,6 +30,7 @@ pub mod gpu;
 pub mod grove;
 pub mod labels;
 pub mod metadata;
+pub mod runtime_version;
 pub mod scaling_adapter;
 mod schema;
 #[cfg(feature = "reconcile")]

@@ -13,6 +13,7 @@ use crate::checkpoint::DynamoCheckpointSpec;
 use crate::dcd::DynamoComponentDeployment;
 use crate::labels;
 use crate::metadata::{self, TOTAL_ANNOTATION_SIZE_LIMIT, quoted};
+use crate::runtime_version::RuntimeVersion;
 use crate::scaling_adapter::DynamoGraphDeploymentScalingAdapter;
 use crate::v1beta1::{
     ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
@@ -96,6 +97,8 @@ pub enum Rule {
     /// dynamoSidecar names a restartable init container, on a worker-class component without
     /// multinode, checkpoint, GMS or failover.
     DynamoSidecar,
+    /// runtimeVersionOverride is a semantic version.
+    RuntimeVersionOverride,
     /// multinode is only for worker, prefill and decode components.
     MultinodeComponentType,
     /// roles of a multinode component: one leader (1 replica), one worker (nodeCount-1).
@@ -143,6 +146,7 @@ impl Rule {
             Self::Unsupported => "unsupported",
             Self::FrontendSidecarContainer => "frontend-sidecar-container",
             Self::DynamoSidecar => "dynamo-sidecar",
+            Self::RuntimeVersionOverride => "runtime-version-override",
             Self::MultinodeComponentType => "multinode-component-type",
             Self::Roles => "roles",
             Self::Failover => "failover",
@@ -576,6 +580,16 @@ fn component(
         );
     }
 
+    if let Some(value) = c
+        .runtime_version_override
+        .as_deref()
+        .filter(|o| !o.is_empty())
+        && let Err(e) = RuntimeVersion::parse(value)
+    {
+        v.at(&[Seg::Key("runtimeVersionOverride")])
+            .push(Rule::RuntimeVersionOverride, e.to_string());
+    }
+
     let worker_class = c.r#type.is_none_or(ComponentType::is_worker);
     if let Some(name) = &c.dynamo_sidecar {
         let path = [Seg::Key("dynamoSidecar")];
@@ -584,7 +598,7 @@ fn component(
             .and_then(|s| s.init_containers.as_ref())
             .and_then(|inits| inits.iter().find(|k| &k.name == name));
         let experimental = c.experimental.as_ref();
-        if !worker_class {
+        if !c.r#type.is_some_and(ComponentType::is_worker) {
             v.at(&path).push(
                 Rule::DynamoSidecar,
                 "is only supported for worker, prefill and decode components",
@@ -608,12 +622,6 @@ fn component(
             v.at(&path).push(
                 Rule::DynamoSidecar,
                 "cannot be combined with experimental.gpuMemoryService or failover",
-            );
-        } else {
-            // Refused rather than accepted and ignored until the runtime sidecar is rendered.
-            v.at(&path).push(
-                Rule::DynamoSidecar,
-                "is not supported by this operator version (the runtime sidecar is not rendered yet)",
             );
         }
     }
@@ -1536,7 +1544,6 @@ mod tests {
         }
     }
 
-    /// A well-formed `dynamoSidecar` is refused, naming the field, until it is rendered.
     #[test]
     fn an_enabled_v1alpha1_ingress_is_refused_by_its_v1alpha1_path() {
         let alpha = |enabled: bool| {
@@ -1564,25 +1571,132 @@ mod tests {
         assert!(validate(&alpha(false)).is_ok());
     }
 
+    /// `dynamoSidecar`: upstream's structural rules (worker-class type, a restartable init
+    /// container of that name, no multinode, checkpoint, GMS or failover; the three rows of
+    /// `TestGenerateBasePodSpecRejectsInvalidDynamoSidecar`: frontend, not restartable,
+    /// multinode); a well-formed one passes.
     #[test]
-    fn dynamo_sidecar_is_refused_until_rendered() {
-        let mut w = component("worker", ComponentType::Worker);
-        w.dynamo_sidecar = Some("runtime".into());
-        let spec = w.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
-        spec.init_containers = Some(vec![k8s_openapi::api::core::v1::Container {
-            name: "runtime".into(),
-            image: Some("rt:1".into()),
-            restart_policy: Some("Always".into()),
+    fn dynamo_sidecar_rules() {
+        use crate::common::MultinodeSpec;
+        use crate::v1beta1::{ExperimentalSpec, FailoverSpec};
+        type Edit = fn(&mut DynamoComponentDeploymentSharedSpec);
+        let init = |name: &str, policy: Option<&str>| Container {
+            name: name.into(),
+            image: Some("rt:1.6.0".into()),
+            restart_policy: policy.map(str::to_string),
             ..Default::default()
-        }]);
-        let err = validate(&dgd(vec![w])).unwrap_err();
-        let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(fields, ["spec.components[0].dynamoSidecar"]);
-        assert!(
-            err.to_string()
-                .contains("not supported by this operator version"),
-            "{err}"
-        );
+        };
+        let rows: [(&str, ComponentType, Container, Edit, Option<&str>); 8] = [
+            (
+                "valid",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |_| {},
+                None,
+            ),
+            (
+                "prefill",
+                ComponentType::Prefill,
+                init("runtime", Some("Always")),
+                |_| {},
+                None,
+            ),
+            (
+                "frontend",
+                ComponentType::Frontend,
+                init("runtime", Some("Always")),
+                |_| {},
+                Some("only supported for worker"),
+            ),
+            (
+                "untyped",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| c.r#type = None,
+                Some("only supported for worker"),
+            ),
+            (
+                "not restartable",
+                ComponentType::Worker,
+                init("runtime", None),
+                |_| {},
+                Some("restartPolicy Always"),
+            ),
+            (
+                "missing",
+                ComponentType::Worker,
+                init("other", Some("Always")),
+                |_| {},
+                Some("no such init container runtime"),
+            ),
+            (
+                "multinode",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| c.multinode = Some(MultinodeSpec { node_count: 2 }),
+                Some("multinode"),
+            ),
+            (
+                "failover",
+                ComponentType::Worker,
+                init("runtime", Some("Always")),
+                |c| {
+                    c.experimental = Some(ExperimentalSpec {
+                        failover: Some(FailoverSpec::default()),
+                        ..Default::default()
+                    })
+                },
+                Some("gpuMemoryService or failover"),
+            ),
+        ];
+        for (name, ty, container, edit, refused) in rows {
+            let mut w = component("worker", ty);
+            w.dynamo_sidecar = Some("runtime".into());
+            let spec = w.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
+            spec.init_containers = Some(vec![container]);
+            edit(&mut w);
+            let got: Vec<_> = violations(w)
+                .into_iter()
+                .filter(|(_, rule, _)| *rule == Rule::DynamoSidecar)
+                .collect();
+            match refused {
+                None => assert!(got.is_empty(), "{name}: {got:?}"),
+                Some(message) => {
+                    assert_eq!(got.len(), 1, "{name}: {got:?}");
+                    assert_eq!(got[0].0, "spec.components[0].dynamoSidecar", "{name}");
+                    assert!(got[0].2.contains(message), "{name}: {}", got[0].2);
+                }
+            }
+        }
+    }
+
+    /// `runtimeVersionOverride` must be a semantic version (upstream's `runtimeversion.Parse`).
+    #[test]
+    fn runtime_version_override_is_a_semantic_version() {
+        for (value, ok) in [
+            ("1.4.0", true),
+            ("", true),
+            ("1.6", false),
+            ("v1.6.0", false),
+        ] {
+            let mut w = component("worker", ComponentType::Worker);
+            w.runtime_version_override = Some(value.into());
+            match validate(&dgd(vec![w])) {
+                Ok(()) => assert!(ok, "{value:?} passed"),
+                Err(e) => {
+                    assert!(!ok, "{value:?}: {e}");
+                    let fields: Vec<_> = fields_and_rules(&e);
+                    assert_eq!(
+                        fields,
+                        [(
+                            "spec.components[0].runtimeVersionOverride".to_string(),
+                            Rule::RuntimeVersionOverride
+                        )]
+                    );
+                    assert!(e.to_string().contains("semantic version"), "{e}");
+                }
+            }
+        }
     }
 
     /// A vLLM worker with `nvidia.com/gpu: 2`, GMS (mode `gms`) and failover (mode `fo`; none

@@ -47,7 +47,7 @@ use Effect::*;
 const GROVE_ONLY_PROOF: &str = "api::grove_only_fields_need_the_grove_pathway";
 
 /// THE FIELDS ACCEPTED AND IGNORED TODAY. Each is a bug; the list only shrinks.
-const IGNORED_IN_FLIGHT: &[&str] = &["spec.components[].runtimeVersionOverride"];
+const IGNORED_IN_FLIGHT: &[&str] = &[];
 
 /// Embedded Kubernetes types: the walk stops here.
 #[derive(Clone, Copy, Debug)]
@@ -246,10 +246,12 @@ const FIELDS: &[(&str, Effect)] = &[
             "grove-render::worker_identity_labels_and_forward_pass_port",
         ]),
     ),
-    // in flight: version gates (runtime-version-gated defaults).
     (
         "spec.components[].runtimeVersionOverride",
-        IgnoredInFlight("the runtime version gates are not rendered yet"),
+        Rendered(&[
+            "dcd-controller::the_runtime_version_override_or_the_image_tag_gates_the_defaults",
+            "api::runtime_version_override_is_a_semantic_version",
+        ]),
     ),
     (
         "spec.components[].globalDynamoNamespace",
@@ -359,13 +361,12 @@ const FIELDS: &[(&str, Effect)] = &[
         "spec.components[].frontendSidecar",
         Rendered(&["pod-render::frontend_sidecar_gets_the_frontend_defaults"]),
     ),
-    // in flight: the runtime sidecar (refused until it is rendered).
     (
         "spec.components[].dynamoSidecar",
-        Refused(
-            Rule::DynamoSidecar,
-            &["api::dynamo_sidecar_is_refused_until_rendered"],
-        ),
+        Rendered(&[
+            "pod-render::the_runtime_runs_in_the_sidecar_and_main_is_the_engine",
+            "api::dynamo_sidecar_rules",
+        ]),
     ),
     (
         "spec.components[].compilationCache.pvcName",

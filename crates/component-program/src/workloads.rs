@@ -10,7 +10,7 @@
 //!   component, `nvidia.com/dynamo-component-class: worker` (as upstream's DCD generation).
 //! - **Spec**: the component spec with `backendFramework` from the graph, and on the pod
 //!   template, as upstream: the graph's `env` prepended to the `main` container's env (component
-//!   entries with the same name win), the graph's `annotations`/`labels` and its propagated
+//!   entries with the same name win; the `dynamoSidecar` init container's too), the graph's `annotations`/`labels` and its propagated
 //!   metadata annotations (`nvidia.com/enable-metrics`, discovery settings, ...) added where the
 //!   pod template does not set them, the worker hash label (and the worker component class in a
 //!   graph with an EPP component) on workers, the planner service
@@ -453,6 +453,22 @@ fn render_one(
             &dgd.spec.env,
             main.env.as_deref().unwrap_or_default(),
         ));
+        // The runtime sidecar, where the component names one, carries it too.
+        let runtime = component.dynamo_sidecar.as_deref().and_then(|name| {
+            template
+                .spec
+                .as_mut()?
+                .init_containers
+                .as_mut()?
+                .iter_mut()
+                .find(|c| c.name == name)
+        });
+        if let Some(runtime) = runtime {
+            runtime.env = Some(merge_env(
+                &dgd.spec.env,
+                runtime.env.as_deref().unwrap_or_default(),
+            ));
+        }
     }
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     let annotations = meta.annotations.get_or_insert_with(BTreeMap::new);
@@ -962,6 +978,63 @@ mod tests {
         assert_ne!(
             waiting[1].annotations()[LAST_APPLIED_HASH],
             ready[1].annotations()[LAST_APPLIED_HASH]
+        );
+    }
+
+    /// Upstream's `TestNativeSidecarRendering` (DCD materialization): a DCD keeps
+    /// `dynamoSidecar`, and its runtime init container carries the graph's env under its own.
+    #[test]
+    fn the_runtime_sidecar_of_a_dcd_carries_the_graph_env() {
+        let mut g = graph();
+        g.metadata.uid = Some("uid-1".into());
+        let worker = &mut g.spec.components[1];
+        worker.dynamo_sidecar = Some("runtime".into());
+        let spec = worker.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
+        spec.init_containers = Some(vec![
+            Container {
+                name: "setup".into(),
+                ..Default::default()
+            },
+            Container {
+                name: "runtime".into(),
+                restart_policy: Some("Always".into()),
+                env: Some(vec![env("SHARED", "runtime")]),
+                ..Default::default()
+            },
+        ]);
+        let dcds = render(
+            &g,
+            &WorkerGeneration::settled("h"),
+            None,
+            &CheckpointInfos::new(),
+            &BTreeMap::new(),
+        )
+        .unwrap();
+        let component = &dcds[1].spec.component;
+        assert_eq!(component.dynamo_sidecar.as_deref(), Some("runtime"));
+        let inits = component
+            .pod_template
+            .as_ref()
+            .and_then(|t| t.spec.as_ref())
+            .and_then(|s| s.init_containers.as_ref())
+            .unwrap();
+        let pairs = |c: &Container| -> Vec<(String, String)> {
+            c.env
+                .iter()
+                .flatten()
+                .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+                .collect()
+        };
+        assert!(
+            inits[0].env.is_none(),
+            "other init containers are left alone"
+        );
+        assert_eq!(
+            pairs(&inits[1]),
+            [
+                ("GRAPH".to_string(), "1".to_string()),
+                ("SHARED".to_string(), "runtime".to_string()),
+            ]
         );
     }
 

@@ -122,7 +122,13 @@
 //!
 //! The pod itself is rendered by `pod-render`, the same function the Grove pathway calls (see
 //! its docs for the compilation cache, the EPP's volumes, service account and grace period,
-//! and `frontendSidecar`).
+//! and `frontendSidecar`), for the DCD's Dynamo runtime version (`runtimeVersionOverride`, else
+//! the runtime image's tag): from 1.5 workers get `DYN_HEALTH_CHECK_ENABLED=true` and three
+//! liveness failures, from 1.6 frontends a startup probe and, with the native EPP,
+//! `DYN_NAMESPACE_PREFIX_STRICT=true` (`pod_render::gates`; the conformance images are older or
+//! untagged, so none applies to them). With `dynamoSidecar`, the named native sidecar runs the
+//! Dynamo runtime (system port, probes, Dynamo env) and `main` is the engine as the user wrote
+//! it, with the graph's env, the compilation cache and `/dev/shm` only.
 //!
 //! **GPU memory service** (`experimental.gpuMemoryService`, intra-pod; `pod_render::gms`):
 //! `main`'s GPUs become the pod claim `intrapod-shared-gpu` on the graph's ResourceClaimTemplate
@@ -166,11 +172,9 @@
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService), `dynamoSidecar`, checkpoint restore,
-//! runtime-version-gated defaults (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from
-//! runtime 1.6, canary health checks from 1.5: the conformance images are older), backend-specific multinode wiring
-//! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker
-//! probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
+//! credentials, ingress and Istio VirtualService), checkpoint restore, backend-specific
+//! multinode wiring (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags,
+//! wait-for-leader init, worker probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
 
 pub mod render;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use api::DynamoComponentDeployment;
 use api::labels;
+use api::runtime_version::RuntimeVersion;
 use api::v1beta1::ComponentType;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
@@ -576,6 +577,7 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> 
         kv_transfer: None,
         pull_secrets: &[],
         infrastructure: pods.infrastructure,
+        runtime_version: RuntimeVersion::of_component(&dcd.spec.component),
     });
     if spec
         .service_account_name

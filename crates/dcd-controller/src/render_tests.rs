@@ -282,6 +282,41 @@ fn frontend_defaults() {
     );
 }
 
+/// The DCD's runtime version reaches its pods: `runtimeVersionOverride` when set, else the
+/// image's tag; the worker gates (canary health checks from 1.5.0) follow it.
+#[test]
+fn the_runtime_version_override_or_the_image_tag_gates_the_defaults() {
+    let rows: [(&str, Option<&str>, &str); 4] = [
+        (
+            "nvcr.io/nvidia/ai-dynamo/vllm-runtime:my-tag",
+            None,
+            "false",
+        ),
+        ("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0", None, "true"),
+        (
+            "nvcr.io/nvidia/ai-dynamo/vllm-runtime:my-tag",
+            Some("1.5.0"),
+            "true",
+        ),
+        (
+            "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.5.0",
+            Some("1.4.0"),
+            "false",
+        ),
+    ];
+    for (image, runtime_version_override, canary) in rows {
+        let mut dcd = worker();
+        main_mut(&mut dcd).image = Some(image.into());
+        dcd.spec.component.runtime_version_override = runtime_version_override.map(Into::into);
+        let spec = pod(&dcd);
+        assert_eq!(
+            env_value(main_of(&spec), "DYN_HEALTH_CHECK_ENABLED").as_deref(),
+            Some(canary),
+            "{image} {runtime_version_override:?}"
+        );
+    }
+}
+
 #[test]
 fn worker_defaults_keep_the_users_command_args_and_resources() {
     let dcd = worker();

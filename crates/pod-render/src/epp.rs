@@ -10,8 +10,9 @@
 //!
 //! Both: ports `grpc` 9002, `grpc-health` 9003 and `metrics` 9090; gRPC probes on
 //! `grpc-health` for the service [`PROBE_SERVICE`]; `USE_STREAMING`, `RUST_LOG`,
-//! `DYN_ENFORCE_DISAGG`, `DYN_NAMESPACE_PREFIX`; the `epp-serviceaccount` ServiceAccount and a
-//! termination grace of [`TERMINATION_GRACE_PERIOD_SECONDS`].
+//! `DYN_ENFORCE_DISAGG`, `DYN_NAMESPACE_PREFIX` (and, native only, from runtime 1.6,
+//! `DYN_NAMESPACE_PREFIX_STRICT=true`: [`crate::gates`]); the `epp-serviceaccount`
+//! ServiceAccount and a termination grace of [`TERMINATION_GRACE_PERIOD_SECONDS`].
 
 use api::DynamoComponentDeploymentSharedSpec;
 use k8s_openapi::api::core::v1::{
@@ -20,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use crate::parts::{env, port};
-use crate::{METRICS_PORT_NAME, SYSTEM_PORT, env_names, volumes};
+use crate::{METRICS_PORT_NAME, PodInput, SYSTEM_PORT, env_names, volumes};
 
 /// gRPC port of the EPP (the InferencePool's endpoint picker port).
 pub const GRPC_PORT: i32 = 9002;
@@ -63,15 +64,17 @@ pub fn is_legacy(component: &DynamoComponentDeploymentSharedSpec) -> bool {
 }
 
 /// The EPP defaults of the `main` container: no command, the legacy flags, ports, probes and
-/// env (`vars` holds the common env and receives the EPP's).
+/// env (`vars` holds the common env and receives the EPP's); `strict` (runtime 1.6 on) adds
+/// `DYN_NAMESPACE_PREFIX_STRICT=true` to the native EPP.
 pub(crate) fn container(
     container: &mut Container,
     vars: &mut Vec<EnvVar>,
-    component: &DynamoComponentDeploymentSharedSpec,
-    graph: &str,
-    namespace: &str,
-    dynamo_namespace: &str,
+    input: &PodInput<'_>,
+    strict: bool,
 ) {
+    let component = input.component;
+    let graph = input.graph.unwrap_or_default();
+    let namespace = input.namespace;
     container.command = None;
     if is_legacy(component) {
         let config_file = format!("{CONFIG_MOUNT_PATH}/{CONFIG_FILE}");
@@ -103,10 +106,13 @@ pub(crate) fn container(
         env("USE_STREAMING", "true"),
         env("RUST_LOG", "info"),
         env("DYN_ENFORCE_DISAGG", "false"),
-        env(env_names::DYN_NAMESPACE_PREFIX, dynamo_namespace),
+        env(env_names::DYN_NAMESPACE_PREFIX, input.dynamo_namespace),
     ]);
     if !is_legacy(component) {
         vars.push(env("HOME", NATIVE_HOME));
+        if strict {
+            vars.push(env(env_names::DYN_NAMESPACE_PREFIX_STRICT, "true"));
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //!
 //! Layering (upstream's `GenerateBasePodSpec`):
 //! 1. the operator's `main` container for the component type ([`base_container`]: command,
-//!    ports, probes, env);
+//!    ports, probes, env), some defaults gated on the component's Dynamo runtime version
+//!    ([`gates`]; [`PodInput::runtime_version`], which both pathways resolve with
+//!    `api::runtime_version::RuntimeVersion::of_component`);
 //! 2. the graph's env under the user's `main` env, then the user's `main` container over the
 //!    defaults ([`merge::merge_container`]: user values win, lists are replaced whole, objects
 //!    merged, a user probe replaces the default probe, env vars merged by name and sorted);
@@ -15,7 +17,8 @@
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
 //!    `frontendSidecar` container with the frontend's defaults, and discovered image pull
-//!    secrets. A pod nothing names a ServiceAccount for keeps none, as upstream's
+//!    secrets. With `dynamoSidecar`, the named init container gets the runtime's defaults and
+//!    the topology wiring, and `main` (the engine) none of step 1 (see `sidecar`). A pod nothing names a ServiceAccount for keeps none, as upstream's
 //!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
 //!    pathway leaves it to the kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
@@ -27,6 +30,7 @@
 pub mod cache;
 pub mod epp;
 pub mod failover;
+pub mod gates;
 pub mod gms;
 pub mod infrastructure;
 pub mod merge;
@@ -38,8 +42,11 @@ use std::collections::BTreeMap;
 
 use api::DynamoComponentDeploymentSharedSpec;
 use api::labels;
+use api::runtime_version::RuntimeVersion;
 use api::v1beta1::{ComponentType, KvTransferPolicy, MAIN_CONTAINER_NAME};
-use k8s_openapi::api::core::v1::{Container, LocalObjectReference, PodSecurityContext, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvVar, LocalObjectReference, PodSecurityContext, PodSpec,
+};
 use serde_json::Value;
 
 pub use api::backend::{self, Backend};
@@ -80,6 +87,8 @@ pub mod env_names {
     pub const DYN_NAMESPACE: &str = "DYN_NAMESPACE";
     /// The frontend's namespace prefix (which worker namespaces it serves).
     pub const DYN_NAMESPACE_PREFIX: &str = "DYN_NAMESPACE_PREFIX";
+    /// `true`: the prefix matches the namespace and its worker generations only.
+    pub const DYN_NAMESPACE_PREFIX_STRICT: &str = "DYN_NAMESPACE_PREFIX_STRICT";
     /// The worker generation's suffix of the namespace.
     pub const DYN_NAMESPACE_WORKER_SUFFIX: &str = "DYN_NAMESPACE_WORKER_SUFFIX";
     /// The component type.
@@ -117,6 +126,9 @@ pub struct PodInput<'a> {
     pub pull_secrets: &'a [String],
     /// The operator's infrastructure endpoints (env of every Dynamo container).
     pub infrastructure: &'a Infrastructure,
+    /// The component's Dynamo runtime version (`RuntimeVersion::of_component`; `None` when
+    /// unknown): it gates some defaults ([`gates`]).
+    pub runtime_version: Option<RuntimeVersion>,
 }
 
 /// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
@@ -142,17 +154,63 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
         })
         .unwrap_or_default();
     let user_main = user_main(input);
-    let mut main = merge::merge_container(base_container(input), user_main.as_ref());
+    let mut main = match &component.dynamo_sidecar {
+        // The runtime runs in the sidecar: main is the user's engine as it is.
+        Some(_) => user_main.unwrap_or_else(|| Container {
+            name: MAIN_CONTAINER_NAME.into(),
+            ..Default::default()
+        }),
+        None => merge::merge_container(base_container(input), user_main.as_ref()),
+    };
 
-    let epp = component.r#type == Some(ComponentType::Epp);
+    let mut spec = pod_level(input, user_spec);
+    let mut runtime = component
+        .dynamo_sidecar
+        .as_deref()
+        .and_then(|name| sidecar::dynamo(&spec, input, name));
+    if let Some(cache) = &component.compilation_cache {
+        cache::apply(&mut spec, &mut main, cache, input.backend);
+    }
+    if component.r#type == Some(ComponentType::Epp) {
+        epp::volumes(
+            &mut spec,
+            &mut main,
+            component,
+            input.graph.unwrap_or_default(),
+        );
+    }
+    if let Some((policy, domains)) = input.kv_transfer {
+        let target = runtime.as_mut().map_or(&mut main, |(_, c)| c);
+        volumes::topology_wiring(&mut spec, target, policy, domains);
+    }
+    if let (Some((index, runtime)), Some(inits)) = (runtime, spec.init_containers.as_mut()) {
+        inits[index] = runtime;
+    }
+    let main_mounts = main.volume_mounts.clone().unwrap_or_default();
+    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
+    spec.containers = std::iter::once(main).chain(sidecars).collect();
+    if let Some(name) = &component.frontend_sidecar {
+        sidecar::frontend(&mut spec, input, name, &main_mounts);
+    }
+    gms::apply(&mut spec, input);
+    failover::apply(&mut spec, input);
+    spec
+}
+
+/// The pod-level defaults (termination grace, restart policy, the planner's and the EPP's
+/// ServiceAccount) under the user's pod spec (its containers left out), then `fsGroup` when the
+/// user gives no security context, the discovery ServiceAccount when nothing names one and the
+/// discovered image pull secrets when the user names none.
+fn pod_level(input: &PodInput<'_>, user_spec: Option<&PodSpec>) -> PodSpec {
+    let r#type = input.component.r#type;
     let base = PodSpec {
-        termination_grace_period_seconds: Some(if epp {
+        termination_grace_period_seconds: Some(if r#type == Some(ComponentType::Epp) {
             epp::TERMINATION_GRACE_PERIOD_SECONDS
         } else {
             DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
         }),
         restart_policy: Some("Always".into()),
-        service_account_name: match component.r#type {
+        service_account_name: match r#type {
             Some(ComponentType::Planner) => Some(labels::PLANNER_SERVICE_ACCOUNT.to_string()),
             Some(ComponentType::Epp) => Some(labels::EPP_SERVICE_ACCOUNT.to_string()),
             _ => None,
@@ -187,26 +245,6 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     {
         spec.service_account_name = Some(discovery_service_account(graph));
     }
-    if let Some(cache) = &component.compilation_cache {
-        cache::apply(&mut spec, &mut main, cache, input.backend);
-    }
-    if epp {
-        epp::volumes(
-            &mut spec,
-            &mut main,
-            component,
-            input.graph.unwrap_or_default(),
-        );
-    }
-    if let Some((policy, domains)) = input.kv_transfer {
-        volumes::topology_wiring(&mut spec, &mut main, policy, domains);
-    }
-    let main_mounts = main.volume_mounts.clone().unwrap_or_default();
-    volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
-    spec.containers = std::iter::once(main).chain(sidecars).collect();
-    if let Some(name) = &component.frontend_sidecar {
-        sidecar::frontend(&mut spec, input, name, &main_mounts);
-    }
     if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
     {
         spec.image_pull_secrets = Some(
@@ -217,8 +255,6 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
                 .collect(),
         );
     }
-    gms::apply(&mut spec, input);
-    failover::apply(&mut spec, input);
     spec
 }
 
@@ -240,24 +276,64 @@ fn user_main(input: &PodInput<'_>) -> Option<Container> {
     Some(main.clone())
 }
 
-/// The operator's defaults for the `main` container of the component's type.
+/// The operator's defaults for the `main` container of the component's type, for the
+/// component's runtime version.
 pub fn base_container(input: &PodInput<'_>) -> Container {
     defaults(
         input,
         input.component.r#type,
         input.component_type,
         MAIN_CONTAINER_NAME,
+        input.runtime_version,
     )
 }
 
 /// The operator's defaults for a container named `name` running a component of type `type_`
-/// (rendered into env as `component_type`).
+/// (rendered into env as `component_type`) on Dynamo runtime `version` ([`gates`]).
 pub(crate) fn defaults(
     input: &PodInput<'_>,
     type_: Option<ComponentType>,
     component_type: &str,
     name: &str,
+    version: Option<RuntimeVersion>,
 ) -> Container {
+    let (mut container, mut vars) = common(input, component_type, name);
+    match type_ {
+        Some(ComponentType::Frontend) => frontend(&mut container, &mut vars, input, version),
+        Some(ComponentType::Worker | ComponentType::Prefill | ComponentType::Decode) => {
+            worker(&mut container, &mut vars, input, version)
+        }
+        Some(ComponentType::Planner) => {
+            container.ports = Some(vec![
+                port(METRICS_PORT_NAME, PLANNER_METRICS_PORT),
+                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+            ]);
+            system_probes(&mut container, 1);
+            vars.extend([
+                env("PLANNER_PROMETHEUS_PORT", &PLANNER_METRICS_PORT.to_string()),
+                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+            ]);
+        }
+        Some(ComponentType::Epp) => epp::container(
+            &mut container,
+            &mut vars,
+            input,
+            gates::STRICT_NAMESPACE_PREFIX.enabled(version),
+        ),
+        None => {}
+    }
+    container.env = Some(vars);
+    container
+}
+
+/// What every Dynamo container gets: the container `name` running `/bin/sh -c`, and the env
+/// naming its namespace, component, graph and pod, the discovery backend, the operator's
+/// infrastructure and, in container discovery mode, the container.
+pub(crate) fn common(
+    input: &PodInput<'_>,
+    component_type: &str,
+    name: &str,
+) -> (Container, Vec<EnvVar>) {
     use env_names::*;
     let mut vars = vec![
         env(DYN_NAMESPACE, input.dynamo_namespace),
@@ -281,75 +357,90 @@ pub(crate) fn defaults(
         vars.push(env("CONTAINER_NAME", name));
         vars.push(env("DYN_KUBE_DISCOVERY_MODE", "container"));
     }
-    let mut container = Container {
+    let container = Container {
         name: name.into(),
         command: Some(vec!["/bin/sh".into(), "-c".into()]),
         ..Default::default()
     };
-    match type_ {
-        Some(ComponentType::Frontend) => {
-            container.command = Some(vec!["python3".into()]);
-            container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
-            container.ports = Some(vec![port(HTTP_PORT_NAME, HTTP_PORT)]);
-            container.liveness_probe = Some(http_probe("/live", HTTP_PORT_NAME, 15, 10, 1, 3));
-            container.readiness_probe = Some(http_probe("/health", HTTP_PORT_NAME, 10, 10, 3, 3));
-            vars.extend([
-                env("DYNAMO_PORT", &HTTP_PORT.to_string()),
-                env("DYN_HTTP_PORT", &HTTP_PORT.to_string()),
-                env(DYN_NAMESPACE_PREFIX, input.dynamo_namespace),
-            ]);
-        }
-        Some(ComponentType::Worker | ComponentType::Prefill | ComponentType::Decode) => {
-            container.ports = Some(vec![
-                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
-                port(NIXL_PORT_NAME, NIXL_PORT),
-            ]);
-            system_probes(&mut container);
-            vars.extend([
-                env("DYN_SYSTEM_ENABLED", "true"),
-                env("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
-                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
-                env("DYN_HEALTH_CHECK_ENABLED", "false"),
-                env("NIXL_TELEMETRY_ENABLE", "n"),
-                env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
-                env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
-                env(
-                    labels::ENV_FORWARDPASS_METRIC_PORT,
-                    &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
-                ),
-            ]);
-            if let Some(hash) = input.worker_hash {
-                vars.push(env(DYN_NAMESPACE_WORKER_SUFFIX, hash));
-            }
-        }
-        Some(ComponentType::Planner) => {
-            container.ports = Some(vec![
-                port(METRICS_PORT_NAME, PLANNER_METRICS_PORT),
-                port(SYSTEM_PORT_NAME, SYSTEM_PORT),
-            ]);
-            system_probes(&mut container);
-            vars.extend([
-                env("PLANNER_PROMETHEUS_PORT", &PLANNER_METRICS_PORT.to_string()),
-                env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
-            ]);
-        }
-        Some(ComponentType::Epp) => epp::container(
-            &mut container,
-            &mut vars,
-            input.component,
-            input.graph.unwrap_or_default(),
-            input.namespace,
-            input.dynamo_namespace,
-        ),
-        None => {}
-    }
-    container.env = Some(vars);
-    container
+    (container, vars)
 }
 
-/// The live, ready and startup probes on the system port (workers and the planner).
-fn system_probes(container: &mut Container) {
-    container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
+/// The frontend's command, `http` port, probes and env.
+fn frontend(
+    container: &mut Container,
+    vars: &mut Vec<EnvVar>,
+    input: &PodInput<'_>,
+    version: Option<RuntimeVersion>,
+) {
+    use env_names::*;
+    container.command = Some(vec!["python3".into()]);
+    container.args = Some(vec!["-m".into(), "dynamo.frontend".into()]);
+    container.ports = Some(vec![port(HTTP_PORT_NAME, HTTP_PORT)]);
+    container.liveness_probe = Some(http_probe("/live", HTTP_PORT_NAME, 15, 10, 1, 3));
+    container.readiness_probe = Some(http_probe("/health", HTTP_PORT_NAME, 10, 10, 3, 3));
+    if gates::FRONTEND_STARTUP_PROBE.enabled(version) {
+        container.startup_probe = Some(http_probe("/live", HTTP_PORT_NAME, 0, 10, 1, 30));
+    }
+    vars.extend([
+        env("DYNAMO_PORT", &HTTP_PORT.to_string()),
+        env("DYN_HTTP_PORT", &HTTP_PORT.to_string()),
+        env(DYN_NAMESPACE_PREFIX, input.dynamo_namespace),
+    ]);
+    if gates::STRICT_NAMESPACE_PREFIX.enabled(version) {
+        vars.push(env(DYN_NAMESPACE_PREFIX_STRICT, "true"));
+    }
+}
+
+/// A worker's `system` and `nixl` ports, probes and env.
+fn worker(
+    container: &mut Container,
+    vars: &mut Vec<EnvVar>,
+    input: &PodInput<'_>,
+    version: Option<RuntimeVersion>,
+) {
+    container.ports = Some(vec![
+        port(SYSTEM_PORT_NAME, SYSTEM_PORT),
+        port(NIXL_PORT_NAME, NIXL_PORT),
+    ]);
+    let liveness_failures = if gates::INCREASED_WORKER_FAILURE_THRESHOLD.enabled(version) {
+        3
+    } else {
+        1
+    };
+    system_probes(container, liveness_failures);
+    let canary = gates::CANARY_HEALTH_CHECKS.enabled(version);
+    vars.extend([
+        env("DYN_SYSTEM_ENABLED", "true"),
+        env("DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS", "[\"generate\"]"),
+        env("DYN_SYSTEM_PORT", &SYSTEM_PORT.to_string()),
+        env(
+            "DYN_HEALTH_CHECK_ENABLED",
+            if canary { "true" } else { "false" },
+        ),
+        env("NIXL_TELEMETRY_ENABLE", "n"),
+        env("NIXL_TELEMETRY_EXPORTER", "prometheus"),
+        env("NIXL_TELEMETRY_PROMETHEUS_PORT", &NIXL_PORT.to_string()),
+        env(
+            labels::ENV_FORWARDPASS_METRIC_PORT,
+            &labels::FORWARDPASS_METRIC_BASE_PORT.to_string(),
+        ),
+    ]);
+    if let Some(hash) = input.worker_hash {
+        vars.push(env(env_names::DYN_NAMESPACE_WORKER_SUFFIX, hash));
+    }
+}
+
+/// The live, ready and startup probes on the system port (workers and the planner); liveness
+/// restarts after `liveness_failures` failed checks.
+fn system_probes(container: &mut Container, liveness_failures: i32) {
+    container.liveness_probe = Some(http_probe(
+        "/live",
+        SYSTEM_PORT_NAME,
+        0,
+        5,
+        4,
+        liveness_failures,
+    ));
     container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
     container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
 }

@@ -1,7 +1,9 @@
 use super::*;
 use api::backend::runs_module;
 
+mod dynamo_sidecar;
 mod failover;
+mod gates;
 mod gms;
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -103,6 +105,7 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         kv_transfer: None,
         pull_secrets: &[],
         infrastructure,
+        runtime_version: None,
     }
 }
 
@@ -412,6 +415,7 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         kv_transfer: None,
         pull_secrets: &[],
         infrastructure: &infrastructure,
+        runtime_version: None,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -490,6 +494,7 @@ fn infrastructure_env_on_every_component() {
             kv_transfer: None,
             pull_secrets: &[],
             infrastructure: &infrastructure,
+            runtime_version: None,
         });
         let main = &spec.containers[0];
         for (name, value) in [

@@ -227,6 +227,26 @@ impl DynamoComponentDeploymentSharedSpec {
             .find(|c| c.name == MAIN_CONTAINER_NAME)
     }
 
+    /// The `dynamoSidecar` init container of the pod template, when the component names one
+    /// that exists.
+    pub fn dynamo_sidecar(&self) -> Option<&k8s_openapi::api::core::v1::Container> {
+        let name = self.dynamo_sidecar.as_deref()?;
+        self.pod_template
+            .as_ref()?
+            .spec
+            .as_ref()?
+            .init_containers
+            .as_ref()?
+            .iter()
+            .find(|c| c.name == name)
+    }
+
+    /// The container that runs the Dynamo runtime: the `dynamoSidecar` init container, else
+    /// `main`.
+    pub fn dynamo_container(&self) -> Option<&k8s_openapi::api::core::v1::Container> {
+        self.dynamo_sidecar().or_else(|| self.main_container())
+    }
+
     /// The container named `main` of the pod template, to change it.
     pub fn main_container_mut(&mut self) -> Option<&mut k8s_openapi::api::core::v1::Container> {
         self.pod_template

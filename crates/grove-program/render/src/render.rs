@@ -8,6 +8,7 @@ use api::grove::{
     PodCliqueTemplateSpec, TopologyConstraint, TopologyPack, UpdateStrategyType,
 };
 use api::labels;
+use api::runtime_version::RuntimeVersion;
 use api::v1alpha1::DynamoComponentDeploymentSharedSpec as AlphaComponent;
 use api::v1beta1::{ProviderOverride, ROLE_LEADER, ROLE_WORKER, SpecTopologyConstraint};
 use api::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
@@ -174,6 +175,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
                 pull_secrets: &pull_secrets,
                 infrastructure: &inputs.settings.infrastructure,
+                runtime_version: RuntimeVersion::of_component(&component),
             };
             let spec = pod::pod_spec(&input, role.role, backend);
             let min_available = if multinode {
