@@ -128,6 +128,7 @@ pub mod outcome;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod run;
+pub mod served;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod unreadable;
