@@ -171,6 +171,7 @@
 //! probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
 
+pub mod lws;
 pub mod render;
 pub mod status;
 pub mod watches;
@@ -188,4 +189,5 @@ pub use render::{
     Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,
     render, render_with,
 };
+pub use lws::LeaderWorkerSet;
 pub use status::{deployment_ready, leader_worker_set_ready};
