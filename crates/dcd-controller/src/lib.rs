@@ -181,6 +181,7 @@ mod fixtures;
 mod reconcile;
 
 pub use api::labels::LAST_APPLIED_HASH;
+pub use lws::LeaderWorkerSet;
 pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
@@ -189,5 +190,4 @@ pub use render::{
     Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,
     render, render_with,
 };
-pub use lws::LeaderWorkerSet;
 pub use status::{deployment_ready, leader_worker_set_ready};

@@ -695,7 +695,10 @@ async fn drift_of_an_owned_leader_worker_set_field_is_restored() {
         json!({"spec": {"startupPolicy": "LeaderReady", "leaderWorkerTemplate": {"size": 5}}}),
     )
     .await;
-    assert_eq!(lws(&d, &name).data["spec"]["leaderWorkerTemplate"]["size"], 5);
+    assert_eq!(
+        lws(&d, &name).data["spec"]["leaderWorkerTemplate"]["size"],
+        5
+    );
     clear(&d);
     pass(&d, &r, MULTINODE).await.unwrap();
     let after = lws(&d, &name);
@@ -731,7 +734,11 @@ async fn a_multinode_component_proceeds_once_the_api_is_served() {
     pass(&d, &r, MULTINODE).await.unwrap();
     assert_eq!(
         d.event_reasons(),
-        ["LeaderWorkerSetCreated", "ServiceCreated", "LeaderWorkerSetNotReady"]
+        [
+            "LeaderWorkerSetCreated",
+            "ServiceCreated",
+            "LeaderWorkerSetNotReady"
+        ]
     );
     assert_eq!(
         condition(&d, MULTINODE, CONDITION_AVAILABLE).1,

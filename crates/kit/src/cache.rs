@@ -357,21 +357,21 @@ impl Cache {
             let kind_for_sort = kind.clone();
             // Each event with the epoch of the watch it came from (`None`: the emptying list of a
             // kind no longer served), so the list that completes is known to be the current one.
-            let (source, driver): (BoxStream<'static, Fed<K>>, BoxFuture<'static, ()>) =
-                match gated {
-                    None => (
-                        watcher(api, config)
-                            .default_backoff()
-                            .map(|event| (Some(1), event))
-                            .boxed(),
-                        futures::future::ready(()).boxed(),
-                    ),
-                    Some((gate, served)) => {
-                        let (tx, rx) = tokio::sync::mpsc::channel(SWITCH_BUFFER);
-                        let driver = switch(api, config, served, gate, kind.clone(), tx);
-                        (received_mpsc(rx).boxed(), driver.boxed())
-                    }
-                };
+            let (source, driver): (BoxStream<'static, Fed<K>>, BoxFuture<'static, ()>) = match gated
+            {
+                None => (
+                    watcher(api, config)
+                        .default_backoff()
+                        .map(|event| (Some(1), event))
+                        .boxed(),
+                    futures::future::ready(()).boxed(),
+                ),
+                Some((gate, served)) => {
+                    let (tx, rx) = tokio::sync::mpsc::channel(SWITCH_BUFFER);
+                    let driver = switch(api, config, served, gate, kind.clone(), tx);
+                    (received_mpsc(rx).boxed(), driver.boxed())
+                }
+            };
             let epoch = Arc::new(AtomicU64::new(0));
             let seen = epoch.clone();
             let pipeline = source
@@ -400,11 +400,7 @@ impl Cache {
                     }
                     futures::future::ready(())
                 });
-            Some(
-                futures::future::join(driver, pipeline)
-                    .map(|_| ())
-                    .boxed(),
-            )
+            Some(futures::future::join(driver, pipeline).map(|_| ()).boxed())
         };
         kinds.insert(
             key,
@@ -650,7 +646,9 @@ async fn switch<K>(
         epoch += 1;
         gate.watching.store(epoch, Ordering::Release);
         tracing::info!(kind = %kind, "API served: watching");
-        let mut events = watcher(api.clone(), config.clone()).default_backoff().boxed();
+        let mut events = watcher(api.clone(), config.clone())
+            .default_backoff()
+            .boxed();
         loop {
             tokio::select! {
                 event = events.next() => {
@@ -683,7 +681,9 @@ async fn switch<K>(
 fn received_mpsc<T: Send + 'static>(
     rx: tokio::sync::mpsc::Receiver<T>,
 ) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
 }
 
 /// Whether a store watched in `watched` (`None`: everywhere) holds every object of `requested`.

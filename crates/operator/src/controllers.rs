@@ -100,9 +100,11 @@ impl Wiring<'_> {
             + Sync
             + 'static,
     {
-        Ok(self
-            .cache
-            .watch_while_served::<K>(self.api::<K>(), self.watch_config(scope), &self.served)?)
+        Ok(self.cache.watch_while_served::<K>(
+            self.api::<K>(),
+            self.watch_config(scope),
+            &self.served,
+        )?)
     }
 
     fn api<K>(&self) -> Api<K>
@@ -128,7 +130,9 @@ impl Wiring<'_> {
             + Sync
             + 'static,
     {
-        Ok(self.cache.watch::<K>(self.api::<K>(), self.watch_config(scope))?)
+        Ok(self
+            .cache
+            .watch::<K>(self.api::<K>(), self.watch_config(scope))?)
     }
 
     /// The watch configuration of `scope`.
@@ -502,13 +506,7 @@ pub fn root(
     let mut grove_config = grove_program::GroveConfig::default();
     grove_config.render.infrastructure = infrastructure.clone();
     let grove = grove_program::GroveProgram::new(reader.clone(), writer.clone(), grove_config);
-    root::Root::new(
-        reader,
-        writer,
-        Arc::new(component),
-        Arc::new(grove),
-        served,
-    )
+    root::Root::new(reader, writer, Arc::new(component), Arc::new(grove), served)
 }
 
 fn dcd_controller(
@@ -715,7 +713,7 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         adapter_mapper::<PodCliqueScalingGroup>(store.clone(), metrics.clone()),
     )
     .with_config(w.config(w.args.dgdsa_concurrency))
-        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+    .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DgdsaContext {
         reconciler,
         graphs,

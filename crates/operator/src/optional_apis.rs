@@ -181,12 +181,9 @@ pub struct Requeue {
 impl Requeue {
     /// Enqueue what waits for `resource`; how many graphs and DCDs.
     fn waiting_for(&self, resource: &ApiResource) -> (usize, usize) {
-        let graphs = send(
-            &self.graphs,
-            &self.graph_queue,
-            &self.graph_metrics,
-            |g| graph_waits_for(resource, g),
-        );
+        let graphs = send(&self.graphs, &self.graph_queue, &self.graph_metrics, |g| {
+            graph_waits_for(resource, g)
+        });
         let dcds = send(&self.dcds, &self.dcd_queue, &self.dcd_metrics, |d| {
             dcd_waits_for(resource, d)
         });
@@ -206,7 +203,10 @@ where
     let mut sent = 0;
     for object in store.state().iter().filter(|o| waits(o)) {
         metrics.enqueued(kit::object::key_of(object.as_ref()));
-        if queue.unbounded_send(ObjectRef::from_obj(object.as_ref())).is_ok() {
+        if queue
+            .unbounded_send(ObjectRef::from_obj(object.as_ref()))
+            .is_ok()
+        {
             sent += 1;
         }
     }
@@ -299,7 +299,10 @@ pub async fn follow(client: Client, served: Served, requeue: Requeue) {
 }
 
 /// A watch event, or `None` after logging a watch error (the watch retries with backoff).
-fn ok<K>(event: Result<watcher::Event<K>, watcher::Error>, name: &str) -> Option<watcher::Event<K>> {
+fn ok<K>(
+    event: Result<watcher::Event<K>, watcher::Error>,
+    name: &str,
+) -> Option<watcher::Event<K>> {
     match event {
         Ok(event) => Some(event),
         Err(error) => {
@@ -356,4 +359,292 @@ pub fn everything(leader_worker_sets: bool) -> Served {
         served.set(&resource, leader_worker_sets || !lws);
     }
     served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn graph(
+        annotations: serde_json::Value,
+        components: serde_json::Value,
+    ) -> DynamoGraphDeployment {
+        serde_json::from_value(json!({
+            "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment",
+            "metadata": {"name": "g", "namespace": "ns", "annotations": annotations},
+            "spec": {"components": components},
+        }))
+        .unwrap()
+    }
+
+    fn component(extra: serde_json::Value) -> serde_json::Value {
+        let mut c = json!({"name": "Worker", "type": "worker",
+            "podTemplate": {"spec": {"containers": [{"name": "main", "image": "x"}]}}});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    }
+
+    #[test]
+    fn every_optional_kind_has_one_provider() {
+        let names: Vec<_> = OPTIONAL.iter().map(OptionalApi::provider_name).collect();
+        assert_eq!(
+            names,
+            [
+                "leaderworkersets.leaderworkerset.x-k8s.io",
+                "podcliquesets.grove.io",
+                "podcliques.grove.io",
+                "podcliquescalinggroups.grove.io",
+                "inferencepools.inference.networking.k8s.io",
+                "v1.resource.k8s.io",
+            ]
+        );
+        for api in OPTIONAL {
+            assert!(
+                everything(true).serves(&(api.resource)()),
+                "{}",
+                api.provider_name()
+            );
+        }
+        assert!(!everything(false).serves(&optional::leader_worker_set()));
+        assert!(everything(false).serves_kind::<PodCliqueSet>());
+    }
+
+    /// Which graphs a change of each API's served state re-queues.
+    #[test]
+    fn graphs_waiting_for_each_api() {
+        let lws = optional::leader_worker_set();
+        let pcs = kit::object::resource::<PodCliqueSet>();
+        let pclq = kit::object::resource::<PodClique>();
+        let pool = optional::inference_pool();
+        let dra = optional::resource_claim_template();
+        let multinode = || component(json!({"multinode": {"nodeCount": 2}}));
+        let single = || component(json!({}));
+        let recorded = |p: &str| json!({labels::WORKLOAD_PROVIDER: p});
+        // (what, graph, API, waits)
+        let cases = [
+            (
+                "multinode, unrecorded: LWS",
+                graph(json!({}), json!([multinode()])),
+                &lws,
+                true,
+            ),
+            (
+                "multinode, component: LWS",
+                graph(recorded("component"), json!([multinode()])),
+                &lws,
+                true,
+            ),
+            (
+                "multinode on grove: not LWS",
+                graph(recorded("grove"), json!([multinode()])),
+                &lws,
+                false,
+            ),
+            (
+                "single node: not LWS",
+                graph(json!({}), json!([single()])),
+                &lws,
+                false,
+            ),
+            (
+                "unrecorded: Grove (the default may change)",
+                graph(json!({}), json!([single()])),
+                &pcs,
+                true,
+            ),
+            (
+                "recorded grove: Grove",
+                graph(recorded("grove"), json!([single()])),
+                &pcs,
+                true,
+            ),
+            (
+                "recorded grove: Grove's children too",
+                graph(recorded("grove"), json!([single()])),
+                &pclq,
+                true,
+            ),
+            (
+                "recorded component: not Grove",
+                graph(recorded("component"), json!([single()])),
+                &pcs,
+                false,
+            ),
+            (
+                "an epp component: InferencePool",
+                graph(json!({}), json!([single(), {"name": "Epp", "type": "epp"}])),
+                &pool,
+                true,
+            ),
+            (
+                "no epp: not InferencePool",
+                graph(json!({}), json!([single()])),
+                &pool,
+                false,
+            ),
+            (
+                "GMS: DRA",
+                graph(
+                    json!({}),
+                    json!([component(json!({"experimental": {"gpuMemoryService": {}}}))]),
+                ),
+                &dra,
+                true,
+            ),
+            (
+                "inter-pod failover: DRA",
+                graph(
+                    json!({}),
+                    json!([component(
+                        json!({"experimental": {"failover": {"mode": "InterPod"}}})
+                    )]),
+                ),
+                &dra,
+                true,
+            ),
+            (
+                "neither: not DRA",
+                graph(json!({}), json!([single()])),
+                &dra,
+                false,
+            ),
+        ];
+        for (what, g, api, waits) in cases {
+            assert_eq!(graph_waits_for(api, &g), waits, "{what}");
+        }
+    }
+
+    #[test]
+    fn multinode_dcds_wait_for_leader_worker_sets_only() {
+        let dcd = |extra: serde_json::Value| -> DynamoComponentDeployment {
+            serde_json::from_value(json!({
+                "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoComponentDeployment",
+                "metadata": {"name": "d", "namespace": "ns"},
+                "spec": component(extra),
+            }))
+            .unwrap()
+        };
+        let multinode = dcd(json!({"multinode": {"nodeCount": 2}}));
+        assert!(dcd_waits_for(&optional::leader_worker_set(), &multinode));
+        assert!(!dcd_waits_for(
+            &optional::leader_worker_set(),
+            &dcd(json!({}))
+        ));
+        assert!(!dcd_waits_for(
+            &kit::object::resource::<PodCliqueSet>(),
+            &multinode
+        ));
+    }
+
+    fn crd(
+        versions: serde_json::Value,
+        established: Option<&str>,
+        deleting: bool,
+    ) -> CustomResourceDefinition {
+        let mut metadata = json!({"name": "leaderworkersets.leaderworkerset.x-k8s.io", "uid": "u"});
+        if deleting {
+            metadata["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        }
+        let conditions: Vec<_> = established
+            .map(|s| json!({"type": "Established", "status": s}))
+            .into_iter()
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": metadata,
+            "spec": {"group": "leaderworkerset.x-k8s.io", "scope": "Namespaced",
+                     "names": {"plural": "leaderworkersets", "kind": "LeaderWorkerSet"},
+                     "versions": versions},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_crd_serves_its_kind_when_established_and_serving_the_version() {
+        let v1 = |served: bool| json!([{"name": "v1", "served": served, "storage": true}]);
+        let cases = [
+            (
+                "Established, v1 served",
+                crd(v1(true), Some("True"), false),
+                true,
+            ),
+            (
+                "not Established yet",
+                crd(v1(true), Some("False"), false),
+                false,
+            ),
+            ("no conditions", crd(v1(true), None, false), false),
+            ("v1 not served", crd(v1(false), Some("True"), false), false),
+            (
+                "only another version",
+                crd(
+                    json!([{"name": "v2", "served": true, "storage": true}]),
+                    Some("True"),
+                    false,
+                ),
+                false,
+            ),
+            ("being deleted", crd(v1(true), Some("True"), true), false),
+        ];
+        for (what, crd, serves) in cases {
+            assert_eq!(
+                crd_serves(&crd, &optional::leader_worker_set()),
+                serves,
+                "{what}"
+            );
+        }
+    }
+
+    /// The events of a by-name CRD watch, and what each says about the served state.
+    #[test]
+    fn crd_events_decide_the_served_state() {
+        use watcher::Event as E;
+        let resource = optional::leader_worker_set();
+        let v1 = json!([{"name": "v1", "served": true, "storage": true}]);
+        let established = crd(v1.clone(), Some("True"), false);
+        let pending = crd(v1.clone(), Some("False"), false);
+        let mut relabelled = established.clone();
+        relabelled
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("example.com/x".into(), "y".into());
+        let mut filter = Filter::new(triggers::row::<CustomResourceDefinition>(
+            ControllerName::Dgd,
+        ));
+        let mut listing = BTreeMap::new();
+        let mut step = |event: E<CustomResourceDefinition>| {
+            observe(&event, &mut filter, &mut listing, 0, |c| {
+                crd_serves(c, &resource)
+            })
+        };
+        // Absent at the initial list: not served.
+        assert_eq!(step(E::Init), None);
+        assert_eq!(step(E::InitDone), Some(false));
+        // Installed: first seen while being established, then Established.
+        assert_eq!(step(E::Apply(pending.clone())), Some(false));
+        assert_eq!(step(E::Apply(established.clone())), Some(true));
+        // A change outside the row's fields says nothing.
+        assert_eq!(step(E::Apply(relabelled)), None);
+        // A relist that finds it: nothing new.
+        assert_eq!(step(E::Init), None);
+        assert_eq!(step(E::InitApply(established.clone())), None);
+        assert_eq!(step(E::InitDone), None);
+        // Deleted: not served; a relist without it says so again.
+        assert_eq!(step(E::Delete(established)), Some(false));
+        assert_eq!(step(E::Init), None);
+        assert_eq!(step(E::InitDone), Some(false));
+    }
+
+    #[test]
+    fn the_crd_rows_of_both_controllers_agree() {
+        let dgd = triggers::row::<CustomResourceDefinition>(ControllerName::Dgd);
+        let dcd = triggers::row::<CustomResourceDefinition>(ControllerName::Dcd);
+        assert_eq!(dgd.fields, dcd.fields);
+        assert_eq!(dgd.enqueue, triggers::Enqueue::WaitingForApi);
+        assert_eq!(dcd.enqueue, triggers::Enqueue::WaitingForApi);
+    }
 }

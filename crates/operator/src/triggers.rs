@@ -436,9 +436,10 @@ pub fn primary_key<K: Resource>(
             })
             .map(|o| format!("{ns}/{}", o.name)),
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
-        Enqueue::Owners | Enqueue::Namespace | Enqueue::ScalingAdapters | Enqueue::WaitingForApi => {
-            None
-        }
+        Enqueue::Owners
+        | Enqueue::Namespace
+        | Enqueue::ScalingAdapters
+        | Enqueue::WaitingForApi => None,
     }
 }
 

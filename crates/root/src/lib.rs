@@ -97,7 +97,9 @@ pub enum Error {
     #[error("list the workloads the graph controls: {0}")]
     Adopt(#[source] kit::Error),
     /// An unrecorded graph controls workloads of both providers.
-    #[error("DynamoGraphDeployment {0} controls DynamoComponentDeployments and PodCliqueSets (workloads of both providers); delete one family to let it record a provider")]
+    #[error(
+        "DynamoGraphDeployment {0} controls DynamoComponentDeployments and PodCliqueSets (workloads of both providers); delete one family to let it record a provider"
+    )]
     ConflictingProviders(String),
     /// The component program failed.
     #[error(transparent)]
@@ -337,10 +339,11 @@ impl Root {
         let owned = if dgd.annotations().contains_key(labels::WORKLOAD_PROVIDER) {
             Owned::default()
         } else {
-            self.owned(&dgd)
-                .await
-                .map_err(Error::Adopt)
-                .or_fail(&mut out, generation, REASON_RECORD_PROVIDER_FAILED)?
+            self.owned(&dgd).await.map_err(Error::Adopt).or_fail(
+                &mut out,
+                generation,
+                REASON_RECORD_PROVIDER_FAILED,
+            )?
         };
         let (provider, recorded) = match select(&dgd, self.grove_served(), owned) {
             Selection::Run { provider, recorded } => (provider, recorded),
@@ -903,10 +906,28 @@ mod tests {
     async fn an_unrecorded_graph_keeps_the_pathway_of_what_it_controls() {
         // (what, PodCliqueSets?, controlled?, Grove served, recorded provider)
         let cases = [
-            ("a controlled DCD, Grove served", false, true, true, "component"),
+            (
+                "a controlled DCD, Grove served",
+                false,
+                true,
+                true,
+                "component",
+            ),
             ("a controlled PodCliqueSet", true, true, true, "grove"),
-            ("a DCD it does not control, Grove served", false, false, true, "grove"),
-            ("a DCD it does not control, no Grove", false, false, false, "component"),
+            (
+                "a DCD it does not control, Grove served",
+                false,
+                false,
+                true,
+                "grove",
+            ),
+            (
+                "a DCD it does not control, no Grove",
+                false,
+                false,
+                false,
+                "component",
+            ),
         ];
         for (what, grove, controlled, served, want) in cases {
             let d = Double::new();
@@ -914,7 +935,10 @@ mod tests {
             workload(&d, grove, "legacy", controlled);
             pass(&d, &root(&d, served)).await.ok();
             assert_eq!(
-                stored(&d).annotations().get(labels::WORKLOAD_PROVIDER).map(String::as_str),
+                stored(&d)
+                    .annotations()
+                    .get(labels::WORKLOAD_PROVIDER)
+                    .map(String::as_str),
                 Some(want),
                 "{what}"
             );
@@ -934,8 +958,15 @@ mod tests {
             (status.as_str(), reason.as_str()),
             ("False", REASON_RECORD_PROVIDER_FAILED)
         );
-        assert!(message.contains("controls DynamoComponentDeployments and PodCliqueSets"), "{message}");
-        assert!(!stored(&d).annotations().contains_key(labels::WORKLOAD_PROVIDER));
+        assert!(
+            message.contains("controls DynamoComponentDeployments and PodCliqueSets"),
+            "{message}"
+        );
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
         let writes = d.writes();
         assert_eq!(writes.len(), 1, "only the status: {writes:?}");
     }
@@ -953,7 +984,11 @@ mod tests {
         let err = pass(&d, &root(&d, true)).await.unwrap_err();
         assert_eq!(retry(err), Retry::Backoff);
         assert_eq!(ready(&d).1, REASON_RECORD_PROVIDER_FAILED);
-        assert!(!stored(&d).annotations().contains_key(labels::WORKLOAD_PROVIDER));
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
         pass(&d, &root(&d, true)).await.unwrap();
         assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
     }

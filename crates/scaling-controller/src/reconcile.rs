@@ -14,14 +14,14 @@ use reconcilers::naming;
 
 use crate::component::ComponentWorkloads;
 use crate::grove::GroveWorkloads;
-use api::grove::PodCliqueSet;
-use kit::served::Served;
 use crate::resolve::{Pathway, Resolution, resolve};
 use crate::workload::{Scaled, Workload};
 use crate::{
     EVENT_SCALED, REASON_READ_FAILED, REASON_SCALE_FAILED, REASON_SCALED, REASON_SCALING,
     REASON_WORKLOAD_NOT_FOUND,
 };
+use api::grove::PodCliqueSet;
+use kit::served::Served;
 
 type StatusOf = DynamoGraphDeploymentScalingAdapterStatus;
 
