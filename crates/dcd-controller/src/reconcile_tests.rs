@@ -676,7 +676,7 @@ async fn leader_worker_set_status_maps_to_the_dcd_status() {
 }
 
 fn dcd_is_ready(d: &Double) -> bool {
-    dcd(d, MULTINODE).is_ready()
+    dcd(d, MULTINODE).is_ready().is_ok()
 }
 
 /// A user's edit of a field the DCD owns on its LeaderWorkerSet is reverted by the next

@@ -231,8 +231,8 @@ fn update(set: &Served, requeue: &Requeue, resource: &ApiResource, served: bool)
 
 /// One event of one of the watches [`follow`] runs.
 enum Seen {
-    Crd(usize, watcher::Event<CustomResourceDefinition>),
-    ApiService(usize, watcher::Event<APIService>),
+    Crd(usize, Box<watcher::Event<CustomResourceDefinition>>),
+    ApiService(usize, Box<watcher::Event<APIService>>),
 }
 
 /// Keeps `served` current from the CRDs and APIServices that provide the optional kinds, and
@@ -247,12 +247,14 @@ pub async fn follow(client: Client, served: Served, requeue: Requeue) {
         match api.source {
             Source::Crd => watcher(crds.clone(), by_name(&name))
                 .default_backoff()
-                .filter_map(move |e| futures::future::ready(ok(e, &name).map(|e| Seen::Crd(i, e))))
+                .filter_map(move |e| {
+                    futures::future::ready(ok(e, &name).map(|e| Seen::Crd(i, Box::new(e))))
+                })
                 .boxed(),
             Source::BuiltIn => watcher(api_services.clone(), by_name(&name))
                 .default_backoff()
                 .filter_map(move |e| {
-                    futures::future::ready(ok(e, &name).map(|e| Seen::ApiService(i, e)))
+                    futures::future::ready(ok(e, &name).map(|e| Seen::ApiService(i, Box::new(e))))
                 })
                 .boxed(),
         }
