@@ -324,6 +324,17 @@ async fn apis_installed_and_removed_while_running_are_followed() {
     )
     .await;
     assert!(operator.logged("now served"), "{}", tail(&operator));
+    // The cache started the kinds' watches when their APIs came, and stopped LeaderWorkerSet's.
+    assert!(
+        operator.logged("API served: watching"),
+        "{}",
+        tail(&operator)
+    );
+    assert!(
+        operator.logged("API no longer served: watch stopped"),
+        "{}",
+        tail(&operator)
+    );
     assert!(operator.logged("no longer served"), "{}", tail(&operator));
     assert!(operator.ready(), "still ready: {}", tail(&operator));
 }
