@@ -337,7 +337,15 @@ impl Cache {
             Some(ns) => Api::namespaced_with(client, ns, &()),
             None => Api::all_with(client, &()),
         };
-        let gate = served.as_ref().map(|_| Arc::new(GateState::default()));
+        let gate = served.as_ref().map(|served| {
+            let gate = GateState::default();
+            // Served now: its first list holds back readiness from the start (the watch itself
+            // starts with `run`, as epoch 1).
+            if served.kinds().contains(&key) {
+                gate.watching.store(1, Ordering::Release);
+            }
+            Arc::new(gate)
+        });
         let gate_entry = gate.clone();
         let known = store.clone();
         let hooks = self.inner.on_deleted.clone();
@@ -634,6 +642,7 @@ async fn switch<K>(
     let is_served = |kinds: &std::collections::BTreeSet<String>| kinds.contains(&kind);
     loop {
         if !is_served(&changes.borrow_and_update()) {
+            gate.watching.store(0, Ordering::Release);
             loop {
                 if changes.changed().await.is_err() {
                     return;
