@@ -49,7 +49,7 @@ const OPTIONAL: &[Optional] = &[
         name: "grove",
         group: "grove.io",
         kind: "PodCliqueSet",
-        what: "the Grove pathway (nothing plays Grove's controller here)",
+        what: "the Grove pathway, which every graph then takes unless it sets nvidia.com/enable-grove: \"false\" (nothing plays Grove's controller here)",
         crds: Some("grove-crds"),
     },
     Optional {

@@ -569,8 +569,20 @@ pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Val
     g
 }
 
-/// Server-side applies a graph (or any namespaced object of the Dynamo group) as `kubectl`.
+/// Server-side applies a graph (or any namespaced object of the Dynamo group) as `kubectl`. A
+/// graph that does not choose its pathway (no `nvidia.com/enable-grove`, no recorded provider, no
+/// provider override) is pinned to the component pathway: the suite installs Grove's CRDs for the
+/// inputs that ask for Grove, where the operator would otherwise select Grove for every graph,
+/// and nothing here plays Grove's controller.
 pub async fn apply(client: &Client, object: &Value) -> Result<DynamicObject, kube::Error> {
+    let object = if chooses_no_pathway(object) {
+        let mut pinned = object.clone();
+        pinned["metadata"]["annotations"][api::labels::ENABLE_GROVE] = json!("false");
+        std::borrow::Cow::Owned(pinned)
+    } else {
+        std::borrow::Cow::Borrowed(object)
+    };
+    let object = object.as_ref();
     let version = object["apiVersion"]
         .as_str()
         .and_then(|v| v.split('/').nth(1))
@@ -588,6 +600,15 @@ pub async fn apply(client: &Client, object: &Value) -> Result<DynamicObject, kub
         &Patch::Apply(object),
     )
     .await
+}
+
+/// Whether `object` is a graph that leaves its pathway to the operator's default.
+fn chooses_no_pathway(object: &Value) -> bool {
+    let annotations = &object["metadata"]["annotations"];
+    object["kind"] == "DynamoGraphDeployment"
+        && annotations.get(api::labels::ENABLE_GROVE).is_none()
+        && annotations.get(api::labels::WORKLOAD_PROVIDER).is_none()
+        && object["spec"].get("providerOverride").is_none()
 }
 
 /// The Ready condition of a graph as (status, reason, message), if it reports one for its

@@ -7,7 +7,7 @@
 //! | --- | --- | --- | --- |
 //! | 1 | rollout ([`reconcilers::rollout`]) | worker hash, rolling update phase, active hash record | `rolling_update_failed` |
 //! | 2 | shared resources | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
-//! | 3 | multinode guard | a multinode component needs the LeaderWorkerSet API | `no_multinode_orchestrator_available` (no retry until the graph changes) |
+//! | 3 | multinode guard | a multinode component needs the LeaderWorkerSet API | `no_multinode_orchestrator_available` (no retry until the graph changes or the API is installed: the operator re-queues waiting graphs when it is) |
 //! | 4 | restart ([`reconcilers::restart`]) | next `status.restart`; queues `RestartSuperseded` | `failed_to_resolve_restart_progress` |
 //! | 5 | workloads ([`workloads`]) | DCDs, per-component status | `failed_to_reconcile_the_resources` |
 //! | 6 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
@@ -27,7 +27,9 @@ use std::sync::Arc;
 
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use kit::conditions::{self, READY};
+use kit::served::Served;
 use kit::{Event, OrFail, Outcome, Reader, Reconciled, Writer};
+use reconcilers::optional;
 use reconcilers::restart::{self, Restart};
 use reconcilers::rollout::{self, Rollout};
 use reconcilers::scaling_adapters::{self, ScalingAdapters};
@@ -69,8 +71,9 @@ pub enum Error {
 pub struct ComponentConfig {
     /// Configuration of the shared resources.
     pub shared: SharedConfig,
-    /// The LeaderWorkerSet API is served: multinode components can be deployed.
-    pub leader_worker_sets: bool,
+    /// The optional kinds the cluster serves, kept current by the operator: multinode
+    /// components can be deployed while it serves the LeaderWorkerSet API.
+    pub served: Served,
 }
 
 /// The component program.
@@ -80,7 +83,7 @@ pub struct ComponentProgram {
     restart: Restart,
     workloads: Workloads,
     scaling_adapters: ScalingAdapters,
-    leader_worker_sets: bool,
+    served: Served,
 }
 
 impl ComponentProgram {
@@ -92,7 +95,7 @@ impl ComponentProgram {
             restart: Restart::new(reader.clone()),
             workloads: Workloads::new(reader.clone(), writer.clone()),
             scaling_adapters: ScalingAdapters::new(reader, writer),
-            leader_worker_sets: config.leader_worker_sets,
+            served: config.served,
         }
     }
 
@@ -121,7 +124,7 @@ impl ComponentProgram {
             .await
             .map_err(|failed| failed.map_err(Error::Shared))?;
 
-        if !self.leader_worker_sets
+        if !self.served.serves(&optional::leader_worker_set())
             && let Some(multinode) = dgd.spec.components.iter().find(|c| c.is_multinode())
         {
             let error = Error::NoMultinodeOrchestrator(multinode.name.clone());
@@ -191,12 +194,17 @@ mod tests {
     use kube::runtime::controller::Action;
 
     fn program(d: &Double, leader_worker_sets: bool) -> ComponentProgram {
+        let served = if leader_worker_sets {
+            Served::of([&optional::leader_worker_set()])
+        } else {
+            Served::new()
+        };
         ComponentProgram::new(
             d.reader(),
             d.writer(),
             ComponentConfig {
                 shared: SharedConfig::default(),
-                leader_worker_sets,
+                served,
             },
         )
     }
@@ -380,6 +388,31 @@ mod tests {
                 .contains_key(labels::CURRENT_WORKER_HASH_V2)
         );
         assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+    }
+
+    /// The served set is read at every reconcile: once the operator sees the LeaderWorkerSet
+    /// API, the waiting graph deploys its components.
+    #[tokio::test]
+    async fn a_waiting_multinode_graph_proceeds_once_the_api_is_served() {
+        let d = Double::new();
+        let mut g = graph();
+        g.spec.components[1].multinode = Some(api::common::MultinodeSpec { node_count: 2 });
+        d.insert(g);
+        let served = Served::new();
+        let p = ComponentProgram::new(
+            d.reader(),
+            d.writer(),
+            ComponentConfig {
+                shared: SharedConfig::default(),
+                served: served.clone(),
+            },
+        );
+        pass(&d, &p).await.unwrap_err();
+        assert_eq!(ready(&d).1, REASON_NO_MULTINODE_ORCHESTRATOR);
+        served.set(&optional::leader_worker_set(), true);
+        pass(&d, &p).await.unwrap();
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+        assert_eq!(ready(&d).1, "some_resources_are_not_ready");
     }
 
     #[tokio::test]

@@ -18,10 +18,14 @@
 //!    `roles[].providerOverride`, `minAvailable`, `topologyConstraint`,
 //!    `experimental.grove.forceScalingGroup`) are among the violations, never ignored.
 //! 3. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
-//!    `<dcd>-0` when the cluster serves `leaderworkerset.x-k8s.io/v1`
-//!    ([`DcdReconciler::with_leader_worker_set`]); otherwise `Available=False`, reason
-//!    `LeaderWorkerSetUnavailable`, one `Warning` event, and nothing is touched (no workload, no
-//!    Service) until the DCD changes.
+//!    `<dcd>-0` while the cluster serves `leaderworkerset.x-k8s.io/v1` (the operator's shared
+//!    served set, [`DcdReconciler::with_served`], read at every reconcile); otherwise
+//!    `Available=False`, reason `LeaderWorkerSetUnavailable`, one `Warning` event, and nothing
+//!    is touched (no workload, no Service) until the DCD changes or the API is installed (the
+//!    operator re-queues multinode DCDs when the LeaderWorkerSet CRD comes or goes). The
+//!    LeaderWorkerSet is watched by the operator ([`LeaderWorkerSet`], label-selected by
+//!    `nvidia.com/dynamo-component`): a change of its generation (a user's edit) restores the
+//!    fields this controller applies, a change of its status updates the DCD's.
 //! 4. The Service: applied when wanted, deleted (uid precondition) when not wanted and
 //!    controlled by this DCD.
 //! 5. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
@@ -60,8 +64,10 @@
 //! replicas (`spec.replicas`, default 1) of 0 is ready; otherwise `status.observedGeneration ≥
 //! metadata.generation`, `updatedReplicas ≥ desired`, `availableReplicas ≥ desired`,
 //! `status.replicas == desired` (no surge pods left), and the `Available` condition `True`. A
-//! LeaderWorkerSet is ready with 0 desired replicas, or `readyReplicas ≥ desired` and its
-//! `Available` condition `True`. The DCD is ready (`DynamoComponentDeployment::is_ready`) when
+//! LeaderWorkerSet is ready exactly as upstream's `IsLeaderWorkerSetReady`: 0 desired replicas
+//! (`spec.replicas`, default 1), or `readyReplicas ≥ desired` and its first `Available` condition
+//! `True` (its status has no `observedGeneration`); its `status.component` carries `replicas`,
+//! `updatedReplicas` and `readyReplicas` (no `availableReplicas`), as upstream reports them. The DCD is ready (`DynamoComponentDeployment::is_ready`) when
 //! `observedGeneration ≥ generation` and `Available=True`.
 //!
 //! # Replica ownership
@@ -177,6 +183,7 @@
 //! wait-for-leader init, worker probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
 
+pub mod lws;
 pub mod render;
 pub mod status;
 pub mod watches;
@@ -186,6 +193,7 @@ mod fixtures;
 mod reconcile;
 
 pub use api::labels::LAST_APPLIED_HASH;
+pub use lws::LeaderWorkerSet;
 pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
     REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::conditions::{self, Status};
 use kit::object::{key, resource};
+use kit::served::Served;
 use kit::{
     Deleted, EventType, Failed, Outcome, Preconditions, ReaderExt, ReconcileStatus, Reconciled,
     Retry, Selector, WriterExt,
@@ -169,20 +170,20 @@ pub struct DcdReconciler {
     reader: Arc<dyn kit::Reader>,
     writer: Arc<dyn kit::Writer>,
     model_services: ModelServices,
-    leader_worker_set: bool,
+    served: Served,
     infrastructure: Infrastructure,
 }
 
 impl DcdReconciler {
     /// A reconciler reading with `reader` and writing children with `writer`. Multinode
-    /// components are reported `LeaderWorkerSetUnavailable` unless
-    /// [`DcdReconciler::with_leader_worker_set`] says the cluster serves that API.
+    /// components are reported `LeaderWorkerSetUnavailable` unless the set given to
+    /// [`DcdReconciler::with_served`] says the cluster serves that API.
     pub fn new(reader: Arc<dyn kit::Reader>, writer: Arc<dyn kit::Writer>) -> Self {
         DcdReconciler {
             model_services: ModelServices::new(reader.clone(), writer.clone()),
             reader,
             writer,
-            leader_worker_set: false,
+            served: Served::new(),
             infrastructure: Infrastructure::default(),
         }
     }
@@ -193,10 +194,11 @@ impl DcdReconciler {
         self
     }
 
-    /// The cluster serves `leaderworkerset.x-k8s.io/v1` (the operator checks discovery at
-    /// start-up): multinode components get a LeaderWorkerSet.
-    pub fn with_leader_worker_set(mut self) -> Self {
-        self.leader_worker_set = true;
+    /// The optional kinds the cluster serves, as the operator keeps them current: while it
+    /// serves `leaderworkerset.x-k8s.io/v1`, multinode components get a LeaderWorkerSet. Read at
+    /// every reconcile.
+    pub fn with_served(mut self, served: Served) -> Self {
+        self.served = served;
         self
     }
 
@@ -235,10 +237,13 @@ impl DcdReconciler {
                 .ensure_deployment(dcd, *desired, &identity, &mut out)
                 .await
                 .map(Some),
-            Workload::LeaderWorkerSet(desired) if self.leader_worker_set => self
-                .ensure_leader_worker_set(dcd, *desired, &identity, &mut out)
-                .await
-                .map(Some),
+            Workload::LeaderWorkerSet(desired)
+                if self.served.serves(&leader_worker_set_resource()) =>
+            {
+                self.ensure_leader_worker_set(dcd, *desired, &identity, &mut out)
+                    .await
+                    .map(Some)
+            }
             Workload::LeaderWorkerSet(_) => Ok(None),
         };
         let readiness = match step {

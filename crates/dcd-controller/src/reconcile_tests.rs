@@ -13,7 +13,7 @@ use kit::run::{RunError, finish};
 use kit::testing::{Double, Verb, Write};
 use kit::{EventType, Patch, Retry};
 use kube::ResourceExt;
-use kube::api::ApiResource;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
@@ -33,6 +33,11 @@ fn multinode() -> DynamoComponentDeployment {
 }
 
 const MULTINODE: &str = "sglang-disagg-multinode-decode";
+
+/// A served set holding the LeaderWorkerSet API.
+fn lws_served() -> Served {
+    Served::of([&leader_worker_set_resource()])
+}
 
 fn setup(dcd: DynamoComponentDeployment) -> (Double, DcdReconciler) {
     let d = Double::new();
@@ -485,7 +490,7 @@ async fn without_leader_worker_sets_a_multinode_component_touches_nothing() {
 #[tokio::test]
 async fn with_leader_worker_sets_a_multinode_component_gets_one() {
     let (d, r) = setup(multinode());
-    let r = r.with_leader_worker_set();
+    let r = r.with_served(lws_served());
     pass(&d, &r, MULTINODE).await.unwrap();
     let name = format!("{MULTINODE}-0");
     let lws = d
@@ -531,6 +536,214 @@ async fn with_leader_worker_sets_a_multinode_component_gets_one() {
     clear(&d);
     pass(&d, &r, MULTINODE).await.unwrap();
     assert!(d.writes().is_empty());
+}
+
+/// The stored LeaderWorkerSet `name`.
+fn lws(d: &Double, name: &str) -> DynamicObject {
+    let value = d
+        .all()
+        .into_iter()
+        .find(|o| o["kind"] == "LeaderWorkerSet" && o["metadata"]["name"] == name)
+        .expect("the LeaderWorkerSet");
+    serde_json::from_value(value).unwrap()
+}
+
+/// Report the LeaderWorkerSet's status as its controller would.
+async fn lws_status(d: &Double, name: &str, status: Value) {
+    d.status_writer()
+        .apply_status_dynamic(&leader_worker_set_resource(), Some(NS), name, &status)
+        .await
+        .unwrap();
+}
+
+/// Upstream's `Test_reconcileLeaderWorkerSetResources`: the LeaderWorkerSet's ready replicas
+/// and `Available` condition make the DCD `Available` (reason `LeaderWorkerSetReady` or
+/// `LeaderWorkerSetNotReady`), and its counts become `status.component`.
+#[tokio::test]
+async fn leader_worker_set_status_maps_to_the_dcd_status() {
+    let available = |s: &str| json!([{"type": "Available", "status": s}]);
+    // (what, DCD replicas, LWS status, Available, reason)
+    let cases = [
+        (
+            "upstream: singular LWS replica ready",
+            1,
+            json!({"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "conditions": available("True")}),
+            "True",
+            "LeaderWorkerSetReady",
+        ),
+        (
+            "upstream: multiple LWS replicas, one unready",
+            3,
+            json!({"replicas": 3, "updatedReplicas": 2, "readyReplicas": 2, "conditions": available("False")}),
+            "False",
+            "LeaderWorkerSetNotReady",
+        ),
+        (
+            "upstream: multiple LWS replicas, all ready",
+            3,
+            json!({"replicas": 3, "updatedReplicas": 3, "readyReplicas": 3, "conditions": available("True")}),
+            "True",
+            "LeaderWorkerSetReady",
+        ),
+        (
+            "enough ready replicas, but not Available",
+            2,
+            json!({"replicas": 2, "updatedReplicas": 2, "readyReplicas": 2, "conditions": available("False")}),
+            "False",
+            "LeaderWorkerSetNotReady",
+        ),
+        (
+            "Available, too few ready replicas",
+            2,
+            json!({"replicas": 2, "updatedReplicas": 2, "readyReplicas": 1, "conditions": available("True")}),
+            "False",
+            "LeaderWorkerSetNotReady",
+        ),
+        (
+            "no status yet",
+            1,
+            json!({}),
+            "False",
+            "LeaderWorkerSetNotReady",
+        ),
+    ];
+    for (what, replicas, lws_status_body, want_status, want_reason) in cases {
+        let mut dcd = multinode();
+        dcd.spec.component.replicas = Some(replicas);
+        let (d, r) = setup(dcd);
+        let r = r.with_served(lws_served());
+        pass(&d, &r, MULTINODE).await.unwrap();
+        let name = format!("{MULTINODE}-0");
+        assert_eq!(
+            lws(&d, &name).data["spec"]["replicas"],
+            json!(replicas),
+            "{what}"
+        );
+        lws_status(&d, &name, lws_status_body.clone()).await;
+        pass(&d, &r, MULTINODE).await.unwrap();
+        let (status_, reason, message) = condition(&d, MULTINODE, CONDITION_AVAILABLE);
+        assert_eq!(
+            (status_.as_str(), reason.as_str()),
+            (want_status, want_reason),
+            "{what}"
+        );
+        let ready = want_status == "True";
+        assert_eq!(
+            message,
+            if ready {
+                "LeaderWorkerSet is ready"
+            } else {
+                "LeaderWorkerSet is not ready"
+            },
+            "{what}"
+        );
+        assert_eq!(
+            condition(&d, MULTINODE, CONDITION_DYNAMO_COMPONENT_READY).0,
+            want_status,
+            "{what}"
+        );
+        let component = status(&d, MULTINODE).component.unwrap();
+        let count = |field: &str| {
+            lws_status_body[field]
+                .as_i64()
+                .map_or(0, |n| i32::try_from(n).unwrap())
+        };
+        assert_eq!(
+            (
+                component.component_kind,
+                component.component_names.clone(),
+                component.replicas,
+                component.updated_replicas,
+                component.ready_replicas,
+                component.available_replicas,
+            ),
+            (
+                ComponentKind::LeaderWorkerSet,
+                vec![name.clone()],
+                count("replicas"),
+                count("updatedReplicas"),
+                Some(count("readyReplicas")),
+                None,
+            ),
+            "{what}"
+        );
+        assert_eq!(
+            dcd_is_ready(&d),
+            ready,
+            "{what}: the DCD's readiness follows the LeaderWorkerSet"
+        );
+    }
+}
+
+fn dcd_is_ready(d: &Double) -> bool {
+    dcd(d, MULTINODE).is_ready().is_ok()
+}
+
+/// A user's edit of a field the DCD owns on its LeaderWorkerSet is reverted by the next
+/// reconcile (which the LeaderWorkerSet's generation change triggers), as for Deployments.
+#[tokio::test]
+async fn drift_of_an_owned_leader_worker_set_field_is_restored() {
+    let (d, r) = setup(multinode());
+    let r = r.with_served(lws_served());
+    pass(&d, &r, MULTINODE).await.unwrap();
+    let name = format!("{MULTINODE}-0");
+    let before = lws(&d, &name);
+    merge_patch(
+        &d,
+        &leader_worker_set_resource(),
+        &name,
+        json!({"spec": {"startupPolicy": "LeaderReady", "leaderWorkerTemplate": {"size": 5}}}),
+    )
+    .await;
+    assert_eq!(
+        lws(&d, &name).data["spec"]["leaderWorkerTemplate"]["size"],
+        5
+    );
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    let after = lws(&d, &name);
+    assert_eq!(after.data["spec"], before.data["spec"]);
+    assert_eq!(d.event_reasons(), ["LeaderWorkerSetUpdated"]);
+    let applies = writes_of(&d, Verb::Apply);
+    assert_eq!(
+        applies
+            .iter()
+            .map(|w| (w.kind.as_str(), w.changed))
+            .collect::<Vec<_>>(),
+        [("LeaderWorkerSet", true)]
+    );
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert!(d.writes().is_empty(), "converged: {:?}", d.writes());
+}
+
+/// The served set is read at every reconcile: a DCD waiting for the LeaderWorkerSet API gets
+/// its LeaderWorkerSet once the API is served, with no other change.
+#[tokio::test]
+async fn a_multinode_component_proceeds_once_the_api_is_served() {
+    let (d, r) = setup(multinode());
+    let served = Served::new();
+    let r = r.with_served(served.clone());
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert_eq!(
+        condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
+        "LeaderWorkerSetUnavailable"
+    );
+    served.set(&leader_worker_set_resource(), true);
+    clear(&d);
+    pass(&d, &r, MULTINODE).await.unwrap();
+    assert_eq!(
+        d.event_reasons(),
+        [
+            "LeaderWorkerSetCreated",
+            "ServiceCreated",
+            "LeaderWorkerSetNotReady"
+        ]
+    );
+    assert_eq!(
+        condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
+        "LeaderWorkerSetNotReady"
+    );
 }
 
 #[tokio::test]

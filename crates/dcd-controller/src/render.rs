@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
 use pod_render::{
     Backend, DEFAULT_SERVICE_ACCOUNT, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput,
@@ -43,21 +43,8 @@ pub const DISCOVERY_KUBERNETES: &str = "kubernetes";
 /// Discovery backend value that selects etcd discovery.
 pub const DISCOVERY_ETCD: &str = "etcd";
 
-/// API group/version of LeaderWorkerSet.
-pub const LEADER_WORKER_SET_API_VERSION: &str = "leaderworkerset.x-k8s.io/v1";
-/// Kind of LeaderWorkerSet.
-pub const LEADER_WORKER_SET_KIND: &str = "LeaderWorkerSet";
-
 /// The `ApiResource` of `leaderworkerset.x-k8s.io/v1` LeaderWorkerSet.
-pub fn leader_worker_set_resource() -> ApiResource {
-    ApiResource {
-        group: "leaderworkerset.x-k8s.io".into(),
-        version: "v1".into(),
-        api_version: LEADER_WORKER_SET_API_VERSION.into(),
-        kind: LEADER_WORKER_SET_KIND.into(),
-        plural: "leaderworkersets".into(),
-    }
-}
+pub use reconcilers::optional::leader_worker_set as leader_worker_set_resource;
 
 // --- what render returns ---------------------------------------------------------------------
 

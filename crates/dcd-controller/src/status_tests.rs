@@ -180,6 +180,18 @@ fn leader_worker_set_readiness_follows_upstream() {
             true,
         ),
         ("zero desired", json!({"spec": {"replicas": 0}}), true),
+        (
+            "the first Available condition decides",
+            json!({"spec": {"replicas": 1}, "status": {"readyReplicas": 1, "conditions": [
+                {"type": "Available", "status": "False"}, {"type": "Available", "status": "True"}]}}),
+            false,
+        ),
+        (
+            "other conditions do not count",
+            json!({"spec": {"replicas": 1}, "status": {"readyReplicas": 1, "conditions": [
+                {"type": "Progressing", "status": "True"}]}}),
+            false,
+        ),
         ("no status", json!({"spec": {"replicas": 1}}), false),
     ];
     for (what, data, ready) in cases {

@@ -12,10 +12,18 @@
 //! [`Cache::live_reads`]) exactly when the cache cannot answer it authoritatively:
 //! - the kind was never registered with [`Cache::watch`];
 //! - the kind's store has not finished its initial list yet;
+//! - the kind is watched only while served ([`Cache::watch_while_served`]) and is not served
+//!   now, or its watch has not finished listing since it became served;
 //! - the kind is watched in one namespace and the read is for another namespace (or all);
 //! - the kind is watched with a label or field selector and `get` misses (the object may exist
 //!   outside the selector). Lists of such a kind are served from the cache and so return only
 //!   selected objects.
+//!
+//! # Optional kinds
+//! [`Cache::watch_while_served`] registers a kind whose API may come and go while the process
+//! runs (a CRD installed or deleted): its watch runs only while a [`Served`] set holds the
+//! kind, and subscribers keep one stream across the switches. Nothing polls: the watch starts
+//! and stops when whoever keeps the set current changes it.
 //!
 //! Cached reads are eventually consistent: right after a write, the cache may still hold the
 //! previous revision until the watch event arrives (which triggers another reconcile).
@@ -50,9 +58,19 @@ use serde_json::value::RawValue;
 use crate::capability::Reader;
 use crate::error::{Error, Result};
 use crate::object::{Deep, decode, key, strip_managed_fields, to_dynamic};
+use crate::served::Served;
 
 /// How many change notifications a kind buffers for its slowest subscriber before the watch waits.
 const SUBSCRIBER_BUFFER: usize = 1024;
+/// How many watch events of a kind watched while served wait for its store.
+const SWITCH_BUFFER: usize = 64;
+
+/// A watch event with the epoch of the watch that produced it (`None`: the emptying list of a
+/// kind no longer served).
+type Fed<K> = (
+    Option<u64>,
+    std::result::Result<watcher::Event<Tolerant<K>>, watcher::Error>,
+);
 
 /// Shared watch caches. Cheap to clone; clones share the caches.
 #[derive(Clone)]
@@ -97,9 +115,52 @@ struct Entry {
     namespace: Option<String>,
     selective: bool,
     store: Arc<dyn ErasedStore>,
+    /// For a kind watched only while served ([`Cache::watch_while_served`]): where its watch is.
+    gate: Option<Arc<GateState>>,
     /// `Pending<K>`: the writer and watch, until `run` takes them.
     pending: Box<dyn Any + Send + Sync>,
     start: Option<StartWatch>,
+}
+
+/// Where the watch of a kind watched only while served is. Epochs number the watches the kind
+/// ran: each start of its watch takes the next one; 0 is none.
+#[derive(Default)]
+struct GateState {
+    /// The epoch of the running watch; 0 while the kind is not served.
+    watching: AtomicU64,
+    /// The epoch of the watch whose initial list the store holds; 0 while none.
+    synced: AtomicU64,
+}
+
+impl GateState {
+    /// The store holds the current watch's initial list: reads may be served from it.
+    fn synced(&self) -> bool {
+        let watching = self.watching.load(Ordering::Acquire);
+        watching != 0 && self.synced.load(Ordering::Acquire) == watching
+    }
+
+    /// The kind is served but its watch has not listed yet.
+    fn listing(&self) -> bool {
+        self.watching.load(Ordering::Acquire) != 0 && !self.synced()
+    }
+}
+
+impl Entry {
+    /// Whether the store holds every object of the kind (in its namespace and selection).
+    fn authoritative(&self) -> bool {
+        match &self.gate {
+            None => self.store.is_ready(),
+            Some(gate) => gate.synced(),
+        }
+    }
+
+    /// Whether the kind still has to finish an initial list before the cache is ready.
+    fn unready(&self) -> bool {
+        match &self.gate {
+            None => !self.store.is_ready(),
+            Some(gate) => gate.listing(),
+        }
+    }
 }
 
 /// Starts a registered watch from its `Pending<K>`.
@@ -197,6 +258,52 @@ impl Cache {
             + Sync
             + 'static,
     {
+        self.register(api, config, None)
+    }
+
+    /// Register kind `K` as [`Cache::watch`] does, but watched only while `served` serves it:
+    /// an optional kind whose API may come and go (a CRD installed or deleted while the
+    /// operator runs). While the kind is not served its store is empty, reads of it go to the
+    /// API server (which says it does not serve the kind) and it does not hold back
+    /// [`Cache::wait_until_ready`]; once served, its watch starts and lists, and reads are
+    /// served from the store again once that list is complete. When it stops being served, the
+    /// watch stops and the store empties: subscribers and hooks hear every object it held as
+    /// deleted. Subscribers get one stream for the kind's whole life.
+    pub fn watch_while_served<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        served: &Served,
+    ) -> Result<Store<K>>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.register(api, config, Some(served.clone()))
+    }
+
+    fn register<K>(
+        &self,
+        api: Api<K>,
+        config: watcher::Config,
+        served: Option<Served>,
+    ) -> Result<Store<K>>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
         let key = kind_key(&K::api_version(&()), &K::kind(&()));
         let namespace = api.namespace().map(str::to_string);
         let namespace = namespace.as_deref();
@@ -230,8 +337,19 @@ impl Cache {
             Some(ns) => Api::namespaced_with(client, ns, &()),
             None => Api::all_with(client, &()),
         };
+        let gate = served.as_ref().map(|served| {
+            let gate = GateState::default();
+            // Served now: its first list holds back readiness from the start (the watch itself
+            // starts with `run`, as epoch 1).
+            if served.kinds().contains(&key) {
+                gate.watching.store(1, Ordering::Release);
+            }
+            Arc::new(gate)
+        });
+        let gate_entry = gate.clone();
         let known = store.clone();
         let hooks = self.inner.on_deleted.clone();
+        let gated = gate.clone().zip(served);
         let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
             let pending = pending.downcast_ref::<Pending<K>>()?;
             let writer = pending.writer.lock().expect("cache lock").take()?;
@@ -245,29 +363,52 @@ impl Cache {
             let unreadable = pending.unreadable.clone();
             let kind = kind_for_log;
             let kind_for_sort = kind.clone();
-            Some(
-                watcher(api, config)
-                    .default_backoff()
-                    .filter_map(move |event| {
-                        futures::future::ready(match event {
-                            Ok(event) => sort(event, &known, &unreadable, &kind_for_sort).map(Ok),
-                            Err(err) => Some(Err(err)),
-                        })
+            // Each event with the epoch of the watch it came from (`None`: the emptying list of a
+            // kind no longer served), so the list that completes is known to be the current one.
+            let (source, driver): (BoxStream<'static, Fed<K>>, BoxFuture<'static, ()>) = match gated
+            {
+                None => (
+                    watcher(api, config)
+                        .default_backoff()
+                        .map(|event| (Some(1), event))
+                        .boxed(),
+                    futures::future::ready(()).boxed(),
+                ),
+                Some((gate, served)) => {
+                    let (tx, rx) = tokio::sync::mpsc::channel(SWITCH_BUFFER);
+                    let driver = switch(api, config, served, gate, kind.clone(), tx);
+                    (received_mpsc(rx).boxed(), driver.boxed())
+                }
+            };
+            let epoch = Arc::new(AtomicU64::new(0));
+            let seen = epoch.clone();
+            let pipeline = source
+                .filter_map(move |(from, event)| {
+                    epoch.store(from.unwrap_or(0), Ordering::Release);
+                    futures::future::ready(match event {
+                        Ok(event) => sort(event, &known, &unreadable, &kind_for_sort).map(Ok),
+                        Err(err) => Some(Err(err)),
                     })
-                    .modify(strip_managed_fields)
-                    .reflect_shared(writer)
-                    .for_each(move |event| {
-                        match event {
-                            // The store already applied it: subscribers see it gone.
-                            Ok(event) => departures.observe(&event),
-                            Err(err) => {
-                                tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                })
+                .modify(strip_managed_fields)
+                .reflect_shared(writer)
+                .for_each(move |event| {
+                    match event {
+                        // The store already applied it: subscribers see it gone.
+                        Ok(event) => {
+                            if let (watcher::Event::InitDone, Some(gate)) = (&event, &gate) {
+                                gate.synced
+                                    .store(seen.load(Ordering::Acquire), Ordering::Release);
                             }
+                            departures.observe(&event);
                         }
-                        futures::future::ready(())
-                    })
-                    .boxed(),
-            )
+                        Err(err) => {
+                            tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                        }
+                    }
+                    futures::future::ready(())
+                });
+            Some(futures::future::join(driver, pipeline).map(|_| ()).boxed())
         };
         kinds.insert(
             key,
@@ -277,6 +418,7 @@ impl Cache {
                 store: Arc::new(Typed {
                     store: store.clone(),
                 }),
+                gate: gate_entry,
                 pending: Box::new(Pending::<K> {
                     writer: Mutex::new(Some(writer)),
                     deleted,
@@ -412,7 +554,7 @@ impl Cache {
         let kinds = self.inner.kinds.read().expect("cache lock");
         let mut unready: Vec<String> = kinds
             .iter()
-            .filter(|(_, e)| !e.store.is_ready())
+            .filter(|(_, e)| e.unready())
             .map(|(k, _)| k.clone())
             .collect();
         unready.sort();
@@ -434,7 +576,7 @@ impl Cache {
     ) -> Option<Option<DynamicObject>> {
         let kinds = self.inner.kinds.read().expect("cache lock");
         let entry = kinds.get(&resource_key(resource))?;
-        if !entry.store.is_ready() || !covers(entry.namespace.as_deref(), namespace) {
+        if !entry.authoritative() || !covers(entry.namespace.as_deref(), namespace) {
             return None;
         }
         match entry.store.get(namespace, name) {
@@ -481,6 +623,78 @@ fn received<T: Clone + Send + 'static>(
     })
 }
 
+/// Feeds `tx` with the watch of kind `K` while `served` serves it: the watch's events while
+/// served, each tagged with that watch's epoch; when the kind stops being served, the watch
+/// stops and an empty list follows (the store empties, its objects are reported gone). Ends
+/// when the store's side of the channel or `served` is dropped.
+async fn switch<K>(
+    api: Api<Tolerant<K>>,
+    config: watcher::Config,
+    served: Served,
+    gate: Arc<GateState>,
+    kind: String,
+    tx: tokio::sync::mpsc::Sender<Fed<K>>,
+) where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let mut changes = served.subscribe();
+    let mut epoch = 0;
+    let is_served = |kinds: &std::collections::BTreeSet<String>| kinds.contains(&kind);
+    loop {
+        if !is_served(&changes.borrow_and_update()) {
+            gate.watching.store(0, Ordering::Release);
+            loop {
+                if changes.changed().await.is_err() {
+                    return;
+                }
+                if is_served(&changes.borrow_and_update()) {
+                    break;
+                }
+            }
+        }
+        epoch += 1;
+        gate.watching.store(epoch, Ordering::Release);
+        tracing::info!(kind = %kind, "API served: watching");
+        let mut events = watcher(api.clone(), config.clone())
+            .default_backoff()
+            .boxed();
+        loop {
+            tokio::select! {
+                event = events.next() => {
+                    let Some(event) = event else { return };
+                    if tx.send((Some(epoch), event)).await.is_err() {
+                        return;
+                    }
+                }
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    if !is_served(&changes.borrow_and_update()) {
+                        break;
+                    }
+                }
+            }
+        }
+        gate.watching.store(0, Ordering::Release);
+        tracing::info!(kind = %kind, "API no longer served: watch stopped, objects forgotten");
+        for event in [watcher::Event::Init, watcher::Event::InitDone] {
+            if tx.send((None, Ok(event))).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// What an mpsc receiver gets, as a stream that ends with the senders.
+fn received_mpsc<T: Send + 'static>(
+    rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}
+
 /// Whether a store watched in `watched` (`None`: everywhere) holds every object of `requested`.
 fn covers(watched: Option<&str>, requested: Option<&str>) -> bool {
     match (watched, requested) {
@@ -523,7 +737,7 @@ impl Reader for Cache {
             let kinds = self.inner.kinds.read().expect("cache lock");
             kinds
                 .get(&kind_key(&resource.api_version, &resource.kind))
-                .filter(|e| e.store.is_ready() && covers(e.namespace.as_deref(), namespace))
+                .filter(|e| e.authoritative() && covers(e.namespace.as_deref(), namespace))
                 .map(|e| e.store.clone())
         };
         if let Some(store) = store {

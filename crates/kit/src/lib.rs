@@ -77,6 +77,9 @@
 //!   every controller ([`cache::Cache::subscribe`] feeds `Controller::for_shared_stream` and
 //!   friends) and by every read. Its module docs list exactly when a read falls back to a live
 //!   call.
+//! - [`served::Served`]: which optional kinds the cluster serves, one set shared by whoever keeps
+//!   it current and every reader; [`cache::Cache::watch_while_served`] runs a kind's watch only
+//!   while the set holds it.
 //! - [`client::KubeWriter`]: server-side apply with a field manager, forcing conflicts. It reports
 //!   `changed: false` for no-op applies, and with a cache attached skips the request altogether
 //!   when it applied the same body to the same unchanged revision before (the exact rule is in
@@ -128,6 +131,7 @@ pub mod outcome;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod run;
+pub mod served;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod unreadable;

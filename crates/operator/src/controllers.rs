@@ -3,8 +3,8 @@
 //!
 //! | controller | primary | owned kinds that feed it |
 //! | --- | --- | --- |
-//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, Service (Grove component Services and model Services, mapped to every owning graph) |
-//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, Service (mapped to every owning DCD: the model Service has several), ServiceAccount (labelled `nvidia.com/dynamo-component-pod`, mapped to the namespace's DCDs) |
+//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, Service (Grove component Services and model Services, mapped to every owning graph), the graphs waiting for an optional API that came or went ([`crate::optional_apis`]) |
+//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, LeaderWorkerSet (label-selected by `nvidia.com/dynamo-component`), Service (mapped to every owning DCD: the model Service has several), ServiceAccount (labelled `nvidia.com/dynamo-component-pod`, mapped to the namespace's DCDs), the multinode DCDs when the LeaderWorkerSet API came or went |
 //! | dynamocheckpoint | DynamoCheckpoint | Job (label-selected), ConfigMap (the artifact record) |
 //! | dynamographdeploymentscalingadapter | DynamoGraphDeploymentScalingAdapter | DynamoComponentDeployment, DynamoGraphDeployment (and PodClique, PodCliqueScalingGroup with Grove), mapped to the adapters naming their graph and component |
 //!
@@ -21,9 +21,13 @@
 //! `kit::object::MAX_DEPTH`) is skipped by the cache rather than failing its kind's list, and
 //! gets `Ready=False UnreadableObject` with a Warning event (`kit::unreadable`).
 //!
-//! Optional APIs (`resource.k8s.io/v1`, `leaderworkerset.x-k8s.io/v1`, `grove.io/v1alpha1`) are
-//! discovered once at start-up ([`Served`]); an API installed later is picked up at the next
-//! restart of the operator.
+//! Optional kinds (LeaderWorkerSet, Grove's PodCliqueSet, PodClique and PodCliqueScalingGroup,
+//! `resource.k8s.io/v1` ResourceClaimTemplate) are registered whether or not the cluster serves
+//! them, each watched only while served ([`kit::cache::Cache::watch_while_served`]); the shared
+//! [`kit::served::Served`] set comes from discovery at start-up and then follows the CRDs and
+//! the DRA APIService ([`crate::optional_apis`]), so an API installed or removed while the
+//! operator runs starts or stops its watches and re-queues what waits for it. The reconcilers
+//! read the same set.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -31,6 +35,7 @@ use std::time::Duration;
 
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use api::{DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter};
+use dcd_controller::LeaderWorkerSet;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
@@ -52,10 +57,12 @@ use kit::cache::Cache;
 use kit::client::{KubeStatusWriter, KubeWriter};
 use kit::events::Reporter;
 use kit::run::Runner;
+use kit::served::Served;
 use kit::{EventSink, Reader, Reconciled, StatusWriter, Writer};
 
 use crate::cli::RunArgs;
 use crate::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use crate::optional_apis;
 use crate::triggers::{self, ControllerName};
 
 /// The field manager of the DGD controller (status and children).
@@ -64,48 +71,6 @@ pub const DGD_MANAGER: &str = "dynamo-operator/dgd";
 pub const DCD_MANAGER: &str = dcd_controller::FIELD_MANAGER;
 /// The field manager of the scaling adapter controller (DCD and Grove replicas, adapter status).
 pub const DGDSA_MANAGER: &str = scaling_controller::FIELD_MANAGER;
-
-/// Optional APIs the cluster serves, discovered at start-up.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Served {
-    /// `resource.k8s.io/v1` ResourceClaimTemplates (GPU memory service).
-    pub resource_claim_templates: bool,
-    /// `leaderworkerset.x-k8s.io/v1` (multinode on the component pathway).
-    pub leader_worker_sets: bool,
-    /// `grove.io/v1alpha1` PodCliqueSets (the grove pathway).
-    pub pod_clique_sets: bool,
-}
-
-impl Served {
-    /// Asks the apiserver's discovery which optional APIs it serves.
-    pub async fn discover(client: &Client) -> anyhow::Result<Self> {
-        let served = |group: &'static str, version: &'static str, plural: &'static str| {
-            let client = client.clone();
-            async move {
-                let path = format!("/apis/{group}/{version}");
-                match client
-                    .request::<k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList>(
-                        http::Request::get(&path).body(Vec::new()).expect("request"),
-                    )
-                    .await
-                {
-                    Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
-                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-                    Err(e) => Err(e),
-                }
-            }
-        };
-        let found = Served {
-            resource_claim_templates: served("resource.k8s.io", "v1", "resourceclaimtemplates")
-                .await?,
-            leader_worker_sets: served("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
-                .await?,
-            pod_clique_sets: served("grove.io", "v1alpha1", "podcliquesets").await?,
-        };
-        tracing::info!(?found, "optional APIs");
-        Ok(found)
-    }
-}
 
 /// The label every graph-owned child carries (the selector of their watches).
 const GRAPH_LABEL: &str = api::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME;
@@ -122,6 +87,26 @@ struct Wiring<'a> {
 }
 
 impl Wiring<'_> {
+    /// Registers optional kind `K` as [`Wiring::watch`] does, watched only while `served`
+    /// serves it.
+    fn watch_optional<K>(&self, scope: Scope) -> anyhow::Result<Store<K>>
+    where
+        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + Debug
+            + Serialize
+            + DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        Ok(self.cache.watch_while_served::<K>(
+            self.api::<K>(),
+            self.watch_config(scope),
+            &self.served,
+        )?)
+    }
+
     fn api<K>(&self) -> Api<K>
     where
         K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
@@ -145,18 +130,23 @@ impl Wiring<'_> {
             + Sync
             + 'static,
     {
-        let mut config = watcher::Config::default();
+        Ok(self
+            .cache
+            .watch::<K>(self.api::<K>(), self.watch_config(scope))?)
+    }
+
+    /// The watch configuration of `scope`.
+    fn watch_config(&self, scope: Scope) -> watcher::Config {
+        let config = watcher::Config::default();
         match scope {
-            Scope::Primary => {
-                if let Some(selector) = &self.args.selector {
-                    config = config.labels(selector);
-                }
-            }
-            Scope::Graph => config = config.labels(GRAPH_LABEL),
-            Scope::Labelled(label) => config = config.labels(label),
-            Scope::All => {}
+            Scope::Primary => match &self.args.selector {
+                Some(selector) => config.labels(selector),
+                None => config,
+            },
+            Scope::Graph => config.labels(GRAPH_LABEL),
+            Scope::Labelled(label) => config.labels(label),
+            Scope::All => config,
         }
-        Ok(self.cache.watch::<K>(self.api::<K>(), config)?)
     }
 
     /// A trigger stream of `K` for `controller`, filtered by the table.
@@ -359,14 +349,46 @@ pub fn build(
         stop,
         served,
     };
+    let (graph_queue, graphs_waiting) = futures::channel::mpsc::unbounded();
+    let (dcd_queue, dcds_waiting) = futures::channel::mpsc::unbounded();
+    let dgd_metrics = metrics.controller(ControllerName::Dgd.as_str(), args.dgd_concurrency);
+    let dcd_metrics = metrics.controller(ControllerName::Dcd.as_str(), args.dcd_concurrency);
     let mut futures = vec![
-        dgd_controller(&wiring)?,
-        dcd_controller(&wiring)?,
+        dgd_controller(&wiring, dgd_metrics.clone(), graphs_waiting)?,
+        dcd_controller(&wiring, dcd_metrics.clone(), dcds_waiting)?,
         checkpoint_controller(&wiring)?,
         dgdsa_controller(&wiring)?,
     ];
     futures.extend(unreadable_reporters(&wiring)?);
+    let requeue = optional_apis::Requeue {
+        graphs: store::<DynamoGraphDeployment>(cache)?,
+        graph_queue,
+        graph_metrics: dgd_metrics,
+        dcds: store::<DynamoComponentDeployment>(cache)?,
+        dcd_queue,
+        dcd_metrics,
+    };
+    let follow = optional_apis::follow(wiring.client.clone(), wiring.served.clone(), requeue);
+    let stop = wiring.stop.clone();
+    futures.push(
+        async move {
+            tokio::select! {
+                _ = follow => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+        .boxed(),
+    );
     Ok(futures)
+}
+
+/// The store of a registered kind.
+fn store<K: Resource<DynamicType = ()> + Clone + 'static>(
+    cache: &Cache,
+) -> anyhow::Result<Store<K>> {
+    cache
+        .store::<K>()
+        .ok_or_else(|| anyhow::anyhow!("{} is not watched", K::kind(&())))
 }
 
 /// The field manager of `Ready=False UnreadableObject` (see [`kit::unreadable`]); the
@@ -397,9 +419,14 @@ fn unreadable_reporters(w: &Wiring<'_>) -> anyhow::Result<Vec<BoxFuture<'static,
     ])
 }
 
-fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
+fn dgd_controller(
+    w: &Wiring<'_>,
+    metrics: ControllerMetrics,
+    waiting: futures::channel::mpsc::UnboundedReceiver<
+        kube::runtime::reflector::ObjectRef<DynamoGraphDeployment>,
+    >,
+) -> anyhow::Result<BoxFuture<'static, ()>> {
     let name = ControllerName::Dgd;
-    let metrics = w.metrics.controller(name.as_str(), w.args.dgd_concurrency);
     let store = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
     w.watch::<DynamoComponentDeployment>(Scope::All)?;
     w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
@@ -413,28 +440,19 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     w.watch::<ConfigMap>(Scope::All)?;
     w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
-    if w.served.resource_claim_templates {
-        w.watch::<ResourceClaimTemplate>(Scope::Graph)?;
-    }
-    if w.served.pod_clique_sets {
-        w.watch::<PodCliqueSet>(Scope::All)?;
-        w.watch::<PodClique>(Scope::Graph)?;
-        w.watch::<PodCliqueScalingGroup>(Scope::Graph)?;
-    }
+    // Optional kinds: watched while served.
+    w.watch_optional::<ResourceClaimTemplate>(Scope::Graph)?;
+    w.watch_optional::<PodCliqueSet>(Scope::All)?;
+    w.watch_optional::<PodClique>(Scope::Graph)?;
+    w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
-    let root = root(
-        reader,
-        writer,
-        w.served.leader_worker_sets,
-        w.served.pod_clique_sets,
-        &w.args.infrastructure(),
-    );
+    let root = root(reader, writer, w.served.clone(), &w.args.infrastructure());
 
     // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
     // stall its watch).
-    let mut controller =
+    let controller =
         Controller::for_shared_stream(w.trigger::<DynamoGraphDeployment>(name, &metrics)?, store)
             .owns_shared_stream(w.trigger::<DynamoComponentDeployment>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?)
@@ -447,23 +465,17 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?);
-    if w.served.resource_claim_templates {
-        controller =
-            controller.owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?);
-    }
-    if w.served.pod_clique_sets {
-        controller = controller
+            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
+            .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
             .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
             .watches_shared_stream(
                 w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
                 graph_of,
-            );
-    }
-    let controller = controller
-        .with_config(w.config(w.args.dgd_concurrency))
-        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+            )
+            .reconcile_on(waiting)
+            .with_config(w.config(w.args.dgd_concurrency))
+            .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DgdContext { root, metrics });
     Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
@@ -475,55 +487,56 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         .boxed())
 }
 
-/// The composition root with both programs, as the DGD controller runs it (and `render`).
+/// The composition root with both programs, as the DGD controller runs it (and `render`):
+/// both read the optional kinds the cluster serves from `served` at every reconcile.
 pub fn root(
     reader: Arc<dyn Reader>,
     writer: Arc<dyn Writer>,
-    leader_worker_sets: bool,
-    pod_clique_sets: bool,
+    served: Served,
     infrastructure: &pod_render::Infrastructure,
 ) -> root::Root {
     let component = component_program::ComponentProgram::new(
         reader.clone(),
         writer.clone(),
         component_program::ComponentConfig {
-            leader_worker_sets,
+            served: served.clone(),
             ..Default::default()
         },
     );
     let mut grove_config = grove_program::GroveConfig::default();
     grove_config.render.infrastructure = infrastructure.clone();
-    let grove = grove_program::GroveProgram::new(reader, writer.clone(), grove_config);
-    root::Root::new(
-        writer,
-        Arc::new(component),
-        Arc::new(grove),
-        root::ServedApis::new(pod_clique_sets),
-    )
+    let grove = grove_program::GroveProgram::new(reader.clone(), writer.clone(), grove_config);
+    root::Root::new(reader, writer, Arc::new(component), Arc::new(grove), served)
 }
 
-fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
+fn dcd_controller(
+    w: &Wiring<'_>,
+    metrics: ControllerMetrics,
+    waiting: futures::channel::mpsc::UnboundedReceiver<
+        kube::runtime::reflector::ObjectRef<DynamoComponentDeployment>,
+    >,
+) -> anyhow::Result<BoxFuture<'static, ()>> {
     let name = ControllerName::Dcd;
-    let metrics = w.metrics.controller(name.as_str(), w.args.dcd_concurrency);
     // The DCD kind is watched once, shared with the DGD controller.
     let store = w.watch::<DynamoComponentDeployment>(Scope::All)?;
     w.watch::<Deployment>(Scope::All)?;
     w.watch::<Service>(Scope::All)?;
     w.watch::<ServiceAccount>(Scope::All)?;
+    // Every LeaderWorkerSet the controller renders carries the component label.
+    w.watch_optional::<LeaderWorkerSet>(Scope::Labelled(api::labels::DYNAMO_COMPONENT))?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
-    let mut reconciler = dcd_controller::DcdReconciler::new(reader, writer)
-        .with_infrastructure(w.args.infrastructure());
-    if w.served.leader_worker_sets {
-        reconciler = reconciler.with_leader_worker_set();
-    }
+    let reconciler = dcd_controller::DcdReconciler::new(reader, writer)
+        .with_infrastructure(w.args.infrastructure())
+        .with_served(w.served.clone());
 
     let controller = Controller::for_shared_stream(
         w.trigger::<DynamoComponentDeployment>(name, &metrics)?,
         store.clone(),
     )
     .owns_shared_stream(w.trigger::<Deployment>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<LeaderWorkerSet>(name, &metrics)?)
     .watches_shared_stream(
         w.trigger::<Service>(name, &metrics)?,
         owners_mapper::<Service, DynamoComponentDeployment>(metrics.clone()),
@@ -532,6 +545,7 @@ fn dcd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
         w.trigger::<ServiceAccount>(name, &metrics)?,
         namespace_mapper::<ServiceAccount, DynamoComponentDeployment>(store, metrics.clone()),
     )
+    .reconcile_on(waiting)
     .with_config(w.config(w.args.dcd_concurrency))
     .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DcdContext {
@@ -670,19 +684,15 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     let store = w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
     w.watch::<DynamoComponentDeployment>(Scope::All)?;
     let graphs = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
-    if w.served.pod_clique_sets {
-        w.watch::<PodClique>(Scope::Graph)?;
-        w.watch::<PodCliqueScalingGroup>(Scope::Graph)?;
-    }
+    w.watch_optional::<PodClique>(Scope::Graph)?;
+    w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGDSA_MANAGER);
-    let mut reconciler = scaling_controller::ScalingAdapterReconciler::new(reader, writer);
-    if w.served.pod_clique_sets {
-        reconciler = reconciler.with_grove();
-    }
+    let reconciler = scaling_controller::ScalingAdapterReconciler::new(reader, writer)
+        .with_served(w.served.clone());
 
-    let mut controller = Controller::for_shared_stream(
+    let controller = Controller::for_shared_stream(
         w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?,
         store.clone(),
     )
@@ -693,21 +703,17 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     .watches_shared_stream(
         w.trigger::<DynamoGraphDeployment>(name, &metrics)?,
         adapter_mapper::<DynamoGraphDeployment>(store.clone(), metrics.clone()),
-    );
-    if w.served.pod_clique_sets {
-        controller = controller
-            .watches_shared_stream(
-                w.trigger::<PodClique>(name, &metrics)?,
-                adapter_mapper::<PodClique>(store.clone(), metrics.clone()),
-            )
-            .watches_shared_stream(
-                w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
-                adapter_mapper::<PodCliqueScalingGroup>(store.clone(), metrics.clone()),
-            );
-    }
-    let controller = controller
-        .with_config(w.config(w.args.dgdsa_concurrency))
-        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+    )
+    .watches_shared_stream(
+        w.trigger::<PodClique>(name, &metrics)?,
+        adapter_mapper::<PodClique>(store.clone(), metrics.clone()),
+    )
+    .watches_shared_stream(
+        w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
+        adapter_mapper::<PodCliqueScalingGroup>(store.clone(), metrics.clone()),
+    )
+    .with_config(w.config(w.args.dgdsa_concurrency))
+    .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DgdsaContext {
         reconciler,
         graphs,

@@ -5,8 +5,10 @@
 //! 1. Serve `/healthz`, `/readyz`, `/metrics` (ready at once while standing by).
 //! 2. With leader election on, wait until this replica holds the Lease (a standby keeps waiting;
 //!    two replicas never reconcile at once).
-//! 3. Register one watch per kind in a shared [`kit::cache::Cache`], build every controller on
-//!    it ([`controllers`]), start the watches; ready once every cache has synced.
+//! 3. Ask discovery which optional APIs are served ([`optional_apis`]), register one watch per
+//!    kind in a shared [`kit::cache::Cache`] (optional kinds watched while served), build every
+//!    controller on it ([`controllers`]) and the follower of the optional APIs' CRDs, start the
+//!    watches; ready once every cache of a served kind has synced.
 //! 4. Run until SIGTERM/SIGINT (stop taking work, finish in-flight reconciles, release the Lease,
 //!    exit 0) or until the Lease is lost (stop at once, exit non-zero so the pod restarts as a
 //!    standby).
@@ -22,6 +24,7 @@ pub mod admin;
 pub mod cli;
 pub mod controllers;
 pub mod metrics;
+pub mod optional_apis;
 pub mod render;
 pub mod telemetry;
 pub mod triggers;
@@ -151,7 +154,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
 
     let cache = kit::cache::Cache::new(client.clone());
     let stop = CancellationToken::new();
-    let Some(served) = until(&shutdown, controllers::Served::discover(&client)).await else {
+    let Some(served) = until(&shutdown, optional_apis::discover(&client)).await else {
         tasks.stop(None).await;
         return Ok(Exit::Shutdown);
     };

@@ -9,7 +9,9 @@
 //! share it) and LeaderWorkerSets.
 //!
 //! What a live operator looks up comes from defaults: every optional API is served (flags turn
-//! LeaderWorkerSet off), the planner and EPP ClusterRoles exist (as `deploy/` installs them), so
+//! LeaderWorkerSet off), so a graph that does not choose its pathway renders on Grove, as the
+//! operator selects it where Grove is installed (`--provider component` renders the component
+//! pathway); the planner and EPP ClusterRoles exist (as `deploy/` installs them), so
 //! does the DRA DeviceClass `gpu.nvidia.com` (as a GPU DRA driver installs it), no other object
 //! exists in the cluster (no existing checkpoints, Secrets or labelled ServiceAccounts).
 //! Server-assigned metadata, owner references (they need the live graph's uid), the
@@ -63,8 +65,9 @@ pub struct RenderArgs {
     /// ignored). `-` reads standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
-    /// The workload program (default: as the operator selects it from the graph's annotations
-    /// and `spec.providerOverride`).
+    /// The workload program (default: as the operator selects it on a cluster serving every
+    /// optional API, so Grove unless the graph records `component` or sets
+    /// `nvidia.com/enable-grove: "false"`).
     #[arg(long)]
     pub provider: Option<Provider>,
     /// Output format.
@@ -153,17 +156,15 @@ async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<V
     let dgd = double.insert(dgd);
     let (namespace, name) = (dgd.metadata.namespace.clone(), dgd.metadata.name.clone());
     let name = name.context("the graph has no metadata.name")?;
+    let served = crate::optional_apis::everything(lws);
     let root = crate::controllers::root(
         double.reader(),
         double.writer(),
-        lws,
-        true,
+        served.clone(),
         &pod_render::Infrastructure::default(),
     );
-    let mut dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer());
-    if lws {
-        dcds = dcds.with_leader_worker_set();
-    }
+    let dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
+        .with_served(served.clone());
     for _ in 0..MAX_PASSES {
         let before = double.revision();
         let current: Arc<DynamoGraphDeployment> = Arc::new(
@@ -288,15 +289,18 @@ mod tests {
         let golden = root.join("tests/golden/render");
         let update = std::env::var_os("UPDATE_GOLDEN").is_some();
         let mut cases: Vec<(PathBuf, Option<Provider>)> = Vec::new();
+        // The render default follows the operator on a cluster serving every optional API, so
+        // Grove: the component pathway is asked for by name.
+        let component = Some(Provider::Component);
         for path in testkit::testdata::yaml_files("v1beta1") {
-            cases.push((path.clone(), None));
+            cases.push((path.clone(), component));
             cases.push((path, Some(Provider::Grove)));
         }
         for path in testkit::testdata::yaml_files("v1alpha1") {
-            cases.push((path, None));
+            cases.push((path, component));
         }
         for path in testkit::testdata::yaml_files(root.join("../../examples")) {
-            cases.push((path, None));
+            cases.push((path, component));
         }
         // Upstream examples of features the conformance set lacks: the legacy EPP, the GPU
         // memory service with intra-pod failover, `modelRef` (the headless model Service).
@@ -307,7 +311,7 @@ mod tests {
         ];
         for name in upstream_examples {
             let path = testkit::testdata::path("upstream-examples").join(name);
-            cases.push((path.clone(), None));
+            cases.push((path.clone(), component));
             cases.push((path, Some(Provider::Grove)));
         }
         let mut wrong = Vec::new();
@@ -346,29 +350,67 @@ mod tests {
         );
     }
 
-    /// Every upstream example renders, but for those that need what this operator does not do
-    /// yet (each named with the reason it fails; none today).
+    /// Every upstream example renders on both pathways (the default, Grove, and the component
+    /// pathway), but for those that need what this operator does not do yet (each named with
+    /// the reason it fails; none today).
     #[tokio::test]
     async fn every_upstream_example_renders() {
         let known: [(&str, &str); 0] = [];
         let mut wrong = Vec::new();
         for file in testkit::testdata::yaml_files("upstream-examples") {
             let name = file.file_name().unwrap().to_string_lossy().to_string();
-            let args = RenderArgs {
-                file,
-                provider: None,
-                output: Output::Yaml,
-                without_leader_worker_set: false,
-            };
-            let result = render(&args, None).await.map_err(|e| e.to_string());
-            match (known.iter().find(|(k, _)| *k == name), result) {
-                (None, Err(e)) => wrong.push(format!("{name}: {e}")),
-                (Some((_, why)), Err(e)) if e.contains(why) => {}
-                (Some(_), outcome) => wrong.push(format!("{name}: unexpected {outcome:?}")),
-                (None, Ok(_)) => {}
+            for provider in [None, Some(Provider::Component)] {
+                let args = RenderArgs {
+                    file: file.clone(),
+                    provider,
+                    output: Output::Yaml,
+                    without_leader_worker_set: false,
+                };
+                let result = render(&args, None).await.map_err(|e| e.to_string());
+                match (known.iter().find(|(k, _)| *k == name), result) {
+                    (None, Err(e)) => wrong.push(format!("{name} ({provider:?}): {e}")),
+                    (Some((_, why)), Err(e)) if e.contains(why) => {}
+                    (Some(_), outcome) => {
+                        wrong.push(format!("{name} ({provider:?}): unexpected {outcome:?}"))
+                    }
+                    (None, Ok(_)) => {}
+                }
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// Without `--provider`, a graph renders as the operator selects it on a cluster serving
+    /// every optional API: Grove, unless the graph opts out.
+    #[tokio::test]
+    async fn the_default_provider_is_the_operators_selection() {
+        let dir = tempfile::tempdir().unwrap();
+        let kinds = |annotations: &str| {
+            let file = dir.path().join("g.yaml");
+            std::fs::write(
+                &file,
+                format!("apiVersion: nvidia.com/v1beta1\nkind: DynamoGraphDeployment\nmetadata: {{name: g{annotations}}}\nspec:\n  components:\n  - name: Frontend\n    type: frontend\n    podTemplate: {{spec: {{containers: [{{name: main, image: x}}]}}}}\n"),
+            )
+            .unwrap();
+            async move {
+                let args = RenderArgs {
+                    file,
+                    provider: None,
+                    output: Output::Json,
+                    without_leader_worker_set: false,
+                };
+                let text = render(&args, None).await.unwrap();
+                let objects: Vec<Value> = serde_json::from_str(&text).unwrap();
+                objects
+                    .iter()
+                    .map(|o| o["kind"].as_str().unwrap_or_default().to_string())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert!(kinds("").await.contains(&"PodCliqueSet".to_string()));
+        let opted_out = kinds(", annotations: {nvidia.com/enable-grove: \"false\"}").await;
+        assert!(opted_out.contains(&"DynamoComponentDeployment".to_string()));
+        assert!(!opted_out.contains(&"PodCliqueSet".to_string()));
     }
 
     #[tokio::test]

@@ -83,6 +83,10 @@ pub enum Enqueue {
     /// and, when the object carries `nvidia.com/dynamo-component`, that component. Several
     /// primaries, so [`primary_key`] has none; the wiring maps and counts them.
     ScalingAdapters,
+    /// The primaries waiting for the optional API the object provides (a CRD, an APIService),
+    /// when its served state changes ([`crate::optional_apis`]). Several primaries, so
+    /// [`primary_key`] has none; the follower of the optional APIs maps and counts them.
+    WaitingForApi,
 }
 
 /// One watch.
@@ -99,6 +103,13 @@ pub struct Trigger {
     /// Why these fields, and anything else worth knowing.
     pub note: &'static str,
 }
+
+/// What of a CRD decides whether it serves its kind (the rows of both controllers).
+const CRD_FIELDS: &[&str] = &[
+    "/metadata/deletionTimestamp",
+    "/spec/versions",
+    "/status/conditions",
+];
 
 /// Every watch of the operator.
 pub const TRIGGERS: &[Trigger] = &[
@@ -242,6 +253,20 @@ pub const TRIGGERS: &[Trigger] = &[
         note: "Grove's scaling groups (multinode components; label-selected, mapped by the graph label): the readiness inputs only",
     },
     Trigger {
+        controller: ControllerName::Dgd,
+        kind: "apiextensions.k8s.io/v1/CustomResourceDefinition",
+        fields: CRD_FIELDS,
+        enqueue: Enqueue::WaitingForApi,
+        note: "the CRDs of the optional APIs (LeaderWorkerSet, Grove's PodCliqueSet, PodClique and PodCliqueScalingGroup, InferencePool), one watch per CRD name: one becoming Established and serving its version, or going, changes the served set, starts or stops the kind's watch, and reconciles the graphs that need the API (a multinode component off Grove; unrecorded or grove-recorded graphs; an `epp` component)",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "apiregistration.k8s.io/v1/APIService",
+        fields: &["/metadata/deletionTimestamp", "/status/conditions"],
+        enqueue: Enqueue::WaitingForApi,
+        note: "`v1.resource.k8s.io` only (DRA is built in, it has no CRD): a change runs discovery of `resource.k8s.io/v1` again; when the answer changes, graphs asking for the GPU memory service or inter-pod failover are reconciled",
+    },
+    Trigger {
         controller: ControllerName::Dcd,
         kind: "nvidia.com/v1beta1/DynamoComponentDeployment",
         fields: &["/metadata/generation", "/metadata/deletionTimestamp"],
@@ -262,6 +287,26 @@ pub const TRIGGERS: &[Trigger] = &[
         ],
         enqueue: Enqueue::ControllerOwner,
         note: "spec drift (generation) is restored; the status fields that make the DCD Available",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet",
+        fields: &[
+            "/metadata/generation",
+            "/status/replicas",
+            "/status/updatedReplicas",
+            "/status/readyReplicas",
+            "/status/conditions",
+        ],
+        enqueue: Enqueue::ControllerOwner,
+        note: "multinode components' workload (label-selected by `nvidia.com/dynamo-component`; watched while the LeaderWorkerSet API is served): spec drift (generation) is restored; the ready replicas and the `Available` condition make the DCD Available (the LeaderWorkerSet status has no observedGeneration)",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "apiextensions.k8s.io/v1/CustomResourceDefinition",
+        fields: CRD_FIELDS,
+        enqueue: Enqueue::WaitingForApi,
+        note: "the same CRD watches as the graph controller's row: when the LeaderWorkerSet CRD comes or goes, the multinode DCDs are reconciled",
     },
     Trigger {
         controller: ControllerName::Dcd,
@@ -391,7 +436,10 @@ pub fn primary_key<K: Resource>(
             })
             .map(|o| format!("{ns}/{}", o.name)),
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
-        Enqueue::Owners | Enqueue::Namespace | Enqueue::ScalingAdapters => None,
+        Enqueue::Owners
+        | Enqueue::Namespace
+        | Enqueue::ScalingAdapters
+        | Enqueue::WaitingForApi => None,
     }
 }
 
@@ -535,6 +583,9 @@ pub fn markdown() -> String {
             Enqueue::ScalingAdapters => {
                 "the scaling adapters whose `spec.dgdRef` names its graph (and component)"
                     .to_string()
+            }
+            Enqueue::WaitingForApi => {
+                "those waiting for the API it provides, when its served state changes".to_string()
             }
         };
         out.push_str(&format!(

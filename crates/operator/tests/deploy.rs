@@ -85,3 +85,39 @@ fn operator_pod_is_locked_down() {
         }
     }
 }
+
+/// The operator may watch, by name, exactly the CRDs and APIServices that provide the optional
+/// APIs it follows (`operator::optional_apis::OPTIONAL`).
+#[test]
+fn the_optional_apis_providers_are_watchable_by_name() {
+    use operator::optional_apis::{OPTIONAL, Source};
+    let role: ClusterRole = serde_yaml::from_str(&read("rbac/clusterrole.yaml")).unwrap();
+    let rules = role.rules.unwrap_or_default();
+    for (group, resource, source) in [
+        (
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            Source::Crd,
+        ),
+        ("apiregistration.k8s.io", "apiservices", Source::BuiltIn),
+    ] {
+        let mut wanted: Vec<String> = OPTIONAL
+            .iter()
+            .filter(|api| api.source == source)
+            .map(|api| api.provider_name())
+            .collect();
+        wanted.sort();
+        let rule = rules
+            .iter()
+            .find(|r| {
+                r.api_groups.iter().flatten().any(|g| g == group)
+                    && r.resources.iter().flatten().any(|r| r == resource)
+                    && r.verbs.iter().any(|v| v == "watch")
+            })
+            .unwrap_or_else(|| panic!("no watch rule for {resource}"));
+        let mut granted = rule.resource_names.clone().unwrap_or_default();
+        granted.sort();
+        assert_eq!(granted, wanted, "{resource}");
+        assert_eq!(rule.verbs, ["list", "watch"], "{resource}");
+    }
+}

@@ -51,6 +51,18 @@ pub struct GmsClaim {
     pub device_class: String,
 }
 
+/// Whether a component of `dgd` asks for what needs DRA (`resource.k8s.io/v1`): the GPU memory
+/// service, or inter-pod GMS failover.
+pub fn needs_dra(dgd: &DynamoGraphDeployment) -> bool {
+    dgd.spec.components.iter().any(|c| {
+        let experimental = c.experimental.as_ref();
+        experimental.is_some_and(|e| e.gpu_memory_service.is_some())
+            || experimental
+                .and_then(|e| e.failover.as_ref())
+                .is_some_and(|f| f.mode == Some(GpuMemoryServiceMode::InterPod))
+    })
+}
+
 impl GmsReconciler {
     /// A reconciler reading through `reader` and writing through `writer`.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
@@ -64,13 +76,7 @@ impl GmsReconciler {
         events: &mut Vec<Event>,
     ) -> Result<()> {
         let claims = resolve(dgd)?;
-        let requested = !claims.is_empty()
-            || dgd.spec.components.iter().any(|c| {
-                c.experimental
-                    .as_ref()
-                    .and_then(|e| e.failover.as_ref())
-                    .is_some_and(|f| f.mode == Some(GpuMemoryServiceMode::InterPod))
-            });
+        let requested = !claims.is_empty() || needs_dra(dgd);
         let dgd_name = dgd.name_any();
         let namespace = dgd.namespace();
         let ns = namespace.as_deref();

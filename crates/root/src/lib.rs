@@ -6,7 +6,7 @@
 //!    garbage collection removes them (no finalizer is needed, none is added).
 //! 2. **Select the program** ([`select`], the rule below). An unknown recorded provider or an
 //!    unavailable Grove pathway ends here with `Ready=False` and no retry until the graph
-//!    changes.
+//!    changes; so do workloads of both providers under one unrecorded graph.
 //! 3. **Validate** with [`api::validate::validate_with`] for the selected provider. An invalid
 //!    spec ends here: `Ready=False`, reason `InvalidSpec`, the message naming each field path,
 //!    nothing written, no retry until the graph changes.
@@ -19,32 +19,48 @@
 //!    status itself.
 //!
 //! # Program selection
+//! As upstream 1.5.0: the PodCliqueSet API being served (Grove installed) makes Grove the
+//! default, and a provider, once recorded, never changes. [`select`] decides, in this order:
 //! 1. If the graph records a provider (`nvidia.com/workload-provider`), that provider is used:
 //!    `component` or `grove` (any other value: `Ready=False`, reason
 //!    `unsupported_workload_provider`).
-//! 2. Else, if the annotation `nvidia.com/enable-grove` is `"false"`: component.
-//! 3. Else, Grove is *asked for* when `nvidia.com/enable-grove` is `"true"` or
-//!    `spec.providerOverride` targets Grove (`apiVersion: grove.io/...`). Then: grove if the
-//!    PodCliqueSet API is served ([`ServedApis`]), else `Ready=False`, reason
-//!    `selected_workload_provider_unavailable` (nothing is recorded, so the graph may still opt
-//!    out with `enable-grove: "false"`).
-//! 4. Otherwise: component.
+//! 2. Else, a graph that already controls workloads (one left unrecorded by an older operator,
+//!    or whose record was removed) keeps their pathway: DynamoComponentDeployments mean
+//!    component, a PodCliqueSet means grove, both mean `Ready=False`, reason
+//!    `failed_to_record_workload_provider`, and nothing is recorded until one family is gone.
+//!    Only controller owner references count; the namespace's DCDs are read from the cache,
+//!    its PodCliqueSets only while Grove is served.
+//! 3. Else, if the annotation `nvidia.com/enable-grove` is `"false"` (any case): component.
+//! 4. Else, if the PodCliqueSet API is served ([`kit::served::Served`]): grove.
+//! 5. Else, if Grove is *asked for* (`nvidia.com/enable-grove: "true"`, any case, or
+//!    `spec.providerOverride` targeting `grove.io/...`): `Ready=False`, reason
+//!    `selected_workload_provider_unavailable`, no retry until the graph changes or Grove is
+//!    installed (nothing is recorded, so the graph may still opt out with `enable-grove:
+//!    "false"`). Upstream falls back to components here; this operator says why it waits.
+//! 6. Otherwise: component.
 //!
 //! A graph recorded as `grove` whose API is no longer served also gets
 //! `selected_workload_provider_unavailable`: it never falls back to the component pathway.
-//! Whether PodCliqueSet is served is a discovery snapshot the operator provides and refreshes
-//! ([`ServedApis::set_pod_clique_sets`]), never a live call per reconcile.
+//! Whether PodCliqueSet is served is the operator's shared [`kit::served::Served`] set, kept
+//! current from a watch of Grove's CRDs (installing Grove while the operator runs re-queues the
+//! graphs waiting for it), never a live call per reconcile.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
+use api::grove::PodCliqueSet;
 use api::labels;
 use api::validate::{ValidationContext, validate_with};
-use api::{DgdState, DynamoGraphDeployment, DynamoGraphDeploymentStatus, InvalidSpec, Provider};
+use api::{
+    DgdState, DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentStatus,
+    InvalidSpec, Provider,
+};
 use async_trait::async_trait;
 use component_program::ComponentProgram;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kit::child::is_controlled_by;
 use kit::conditions::{self, READY, Status};
-use kit::{OrFail, Outcome, Patch, Reconciled, Writer, WriterExt};
+use kit::served::Served;
+use kit::{OrFail, Outcome, Patch, Reader, ReaderExt, Reconciled, Selector, Writer, WriterExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -77,6 +93,14 @@ pub enum Error {
     /// Recording the provider failed.
     #[error("record the workload provider: {0}")]
     Record(#[source] kit::Error),
+    /// Reading the workloads an unrecorded graph controls failed.
+    #[error("list the workloads the graph controls: {0}")]
+    Adopt(#[source] kit::Error),
+    /// An unrecorded graph controls workloads of both providers.
+    #[error(
+        "DynamoGraphDeployment {0} controls DynamoComponentDeployments and PodCliqueSets (workloads of both providers); delete one family to let it record a provider"
+    )]
+    ConflictingProviders(String),
     /// The component program failed.
     #[error(transparent)]
     Component(#[from] component_program::Error),
@@ -149,29 +173,13 @@ impl Program for GroveNotImplemented {
     }
 }
 
-/// Which optional APIs the cluster serves, as the operator last discovered them.
-#[derive(Debug, Default)]
-pub struct ServedApis {
-    pod_clique_sets: AtomicBool,
-}
-
-impl ServedApis {
-    /// A snapshot: whether `grove.io/v1alpha1` PodCliqueSet is served.
-    pub fn new(pod_clique_sets: bool) -> Arc<Self> {
-        Arc::new(ServedApis {
-            pod_clique_sets: AtomicBool::new(pod_clique_sets),
-        })
-    }
-
-    /// Whether PodCliqueSet is served.
-    pub fn pod_clique_sets(&self) -> bool {
-        self.pod_clique_sets.load(Ordering::Relaxed)
-    }
-
-    /// Refresh after discovery.
-    pub fn set_pod_clique_sets(&self, served: bool) {
-        self.pod_clique_sets.store(served, Ordering::Relaxed);
-    }
+/// The workloads an unrecorded graph already controls (controller owner references only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owned {
+    /// At least one DynamoComponentDeployment of its namespace.
+    pub components: bool,
+    /// At least one PodCliqueSet of its namespace.
+    pub pod_clique_sets: bool,
 }
 
 /// The outcome of program selection.
@@ -188,11 +196,14 @@ pub enum Selection {
     Unsupported(String),
     /// Grove was selected but PodCliqueSet is not served.
     Unavailable,
+    /// The unrecorded graph controls workloads of both providers.
+    Conflict,
 }
 
 /// Select the program of `dgd` (the rule in the crate docs). `pod_clique_sets`: whether the
-/// PodCliqueSet API is served.
-pub fn select(dgd: &DynamoGraphDeployment, pod_clique_sets: bool) -> Selection {
+/// PodCliqueSet API is served; `owned`: what the graph already controls (read only when it
+/// records no provider).
+pub fn select(dgd: &DynamoGraphDeployment, pod_clique_sets: bool, owned: Owned) -> Selection {
     let annotations = dgd.metadata.annotations.as_ref();
     let grove = |recorded| {
         if pod_clique_sets {
@@ -204,6 +215,10 @@ pub fn select(dgd: &DynamoGraphDeployment, pod_clique_sets: bool) -> Selection {
             Selection::Unavailable
         }
     };
+    let run = |provider| Selection::Run {
+        provider,
+        recorded: false,
+    };
     if let Some(value) = annotations.and_then(|a| a.get(labels::WORKLOAD_PROVIDER)) {
         return match Provider::from_annotation(value) {
             Some(Provider::Grove) => grove(true),
@@ -214,25 +229,30 @@ pub fn select(dgd: &DynamoGraphDeployment, pod_clique_sets: bool) -> Selection {
             None => Selection::Unsupported(value.clone()),
         };
     }
+    match (owned.components, owned.pod_clique_sets) {
+        (true, true) => return Selection::Conflict,
+        (false, true) => return grove(false),
+        (true, false) => return run(Provider::Component),
+        (false, false) => {}
+    }
     let enable_grove = annotations
         .and_then(|a| a.get(labels::ENABLE_GROVE))
-        .map(String::as_str);
-    let component = Selection::Run {
-        provider: Provider::Component,
-        recorded: false,
-    };
-    if enable_grove == Some("false") {
-        return component;
+        .map(|v| v.to_ascii_lowercase());
+    if enable_grove.as_deref() == Some("false") {
+        return run(Provider::Component);
+    }
+    if pod_clique_sets {
+        return run(Provider::Grove);
     }
     let override_targets_grove = dgd
         .spec
         .provider_override
         .as_ref()
         .is_some_and(|o| o.api_version.starts_with("grove.io/"));
-    if enable_grove == Some("true") || override_targets_grove {
-        return grove(false);
+    if enable_grove.as_deref() == Some("true") || override_targets_grove {
+        return Selection::Unavailable;
     }
-    component
+    run(Provider::Component)
 }
 
 fn provider_value(provider: Provider) -> &'static str {
@@ -252,27 +272,56 @@ fn seeded(dgd: &DynamoGraphDeployment) -> DynamoGraphDeploymentStatus {
 
 /// The composition root.
 pub struct Root {
+    reader: Arc<dyn Reader>,
     writer: Arc<dyn Writer>,
     component: Arc<dyn Program>,
     grove: Arc<dyn Program>,
-    apis: Arc<ServedApis>,
+    served: Served,
 }
 
 impl Root {
-    /// A root recording providers with `writer`, running `component` or `grove`, selecting with
-    /// the discovery snapshot `apis`.
+    /// A root reading what an unrecorded graph controls with `reader`, recording providers with
+    /// `writer`, running `component` or `grove`, selecting with the operator's `served` set.
     pub fn new(
+        reader: Arc<dyn Reader>,
         writer: Arc<dyn Writer>,
         component: Arc<dyn Program>,
         grove: Arc<dyn Program>,
-        apis: Arc<ServedApis>,
+        served: Served,
     ) -> Self {
         Root {
+            reader,
             writer,
             component,
             grove,
-            apis,
+            served,
         }
+    }
+
+    /// Whether the PodCliqueSet API is served.
+    fn grove_served(&self) -> bool {
+        self.served.serves_kind::<PodCliqueSet>()
+    }
+
+    /// The workloads `dgd` controls in its namespace (upstream's adoption of a legacy graph).
+    async fn owned(&self, dgd: &DynamoGraphDeployment) -> Result<Owned, kit::Error> {
+        let Some(uid) = dgd.metadata.uid.as_deref() else {
+            return Ok(Owned::default());
+        };
+        let ns = dgd.namespace();
+        let controlled = |meta: &ObjectMeta| is_controlled_by(meta, uid);
+        let everything = Selector::default();
+        let dcds: Vec<DynamoComponentDeployment> =
+            self.reader.list(ns.as_deref(), &everything).await?;
+        let pod_clique_sets: Vec<PodCliqueSet> = if self.grove_served() {
+            self.reader.list(ns.as_deref(), &everything).await?
+        } else {
+            Vec::new()
+        };
+        Ok(Owned {
+            components: dcds.iter().any(|d| controlled(&d.metadata)),
+            pod_clique_sets: pod_clique_sets.iter().any(|p| controlled(&p.metadata)),
+        })
     }
 
     /// Reconcile `dgd` once (see the crate docs).
@@ -287,7 +336,16 @@ impl Root {
             return Ok(Outcome::new(dgd.status.clone().unwrap_or_default()));
         }
         let mut out = Outcome::new(seeded(&dgd));
-        let (provider, recorded) = match select(&dgd, self.apis.pod_clique_sets()) {
+        let owned = if dgd.annotations().contains_key(labels::WORKLOAD_PROVIDER) {
+            Owned::default()
+        } else {
+            self.owned(&dgd).await.map_err(Error::Adopt).or_fail(
+                &mut out,
+                generation,
+                REASON_RECORD_PROVIDER_FAILED,
+            )?
+        };
+        let (provider, recorded) = match select(&dgd, self.grove_served(), owned) {
             Selection::Run { provider, recorded } => (provider, recorded),
             Selection::Unsupported(value) => {
                 let error = Error::UnsupportedProvider { value };
@@ -302,6 +360,13 @@ impl Root {
                 );
                 return Err(out
                     .fail(generation, REASON_PROVIDER_UNAVAILABLE, error)
+                    .await_change()
+                    .into());
+            }
+            Selection::Conflict => {
+                let error = Error::ConflictingProviders(key.clone());
+                return Err(out
+                    .fail(generation, REASON_RECORD_PROVIDER_FAILED, error)
                     .await_change()
                     .into());
             }
@@ -354,7 +419,7 @@ mod tests {
     use api::{ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSharedSpec};
     use component_program::{ComponentConfig, ComponentProgram};
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kit::Retry;
     use kit::conditions::find;
     use kit::run::{RunError, finish};
@@ -407,11 +472,17 @@ mod tests {
 
     fn root(d: &Double, pod_clique_sets: bool) -> Root {
         let program = ComponentProgram::new(d.reader(), d.writer(), ComponentConfig::default());
+        let served = if pod_clique_sets {
+            Served::of([&kit::object::resource::<PodCliqueSet>()])
+        } else {
+            Served::new()
+        };
         Root::new(
+            d.reader(),
             d.writer(),
             Arc::new(program),
             Arc::new(GroveNotImplemented),
-            ServedApis::new(pod_clique_sets),
+            served,
         )
     }
 
@@ -457,76 +528,171 @@ mod tests {
             });
             g
         };
-        let cases: Vec<(&str, DynamoGraphDeployment, bool, Selection)> = vec![
+        let none = Owned::default();
+        let dcds = Owned {
+            components: true,
+            pod_clique_sets: false,
+        };
+        let pcs = Owned {
+            components: false,
+            pod_clique_sets: true,
+        };
+        let both = Owned {
+            components: true,
+            pod_clique_sets: true,
+        };
+        // (what, graph, Grove served, owned workloads, selection). The rows marked "upstream"
+        // are upstream's `TestEnsureWorkloadProvider` cases.
+        let cases: Vec<(&str, DynamoGraphDeployment, bool, Owned, Selection)> = vec![
             (
-                "plain graph",
+                "upstream: a recorded component stays component with Grove served and a PodCliqueSet owned",
+                graph(&[(labels::WORKLOAD_PROVIDER, "component")]),
+                true,
+                pcs,
+                run(Provider::Component, true),
+            ),
+            (
+                "upstream: nothing owned, Grove served: grove",
                 graph(&[]),
                 true,
+                none,
+                run(Provider::Grove, false),
+            ),
+            (
+                "upstream: an explicit opt-out (any case) locks in component",
+                graph(&[(labels::ENABLE_GROVE, "FALSE")]),
+                true,
+                none,
                 run(Provider::Component, false),
             ),
             (
-                "recorded component",
+                "upstream: an owned DCD keeps component although Grove is served",
+                graph(&[]),
+                true,
+                dcds,
+                run(Provider::Component, false),
+            ),
+            (
+                "upstream: an owned PodCliqueSet keeps grove despite the opt-out",
+                graph(&[(labels::ENABLE_GROVE, "false")]),
+                true,
+                pcs,
+                run(Provider::Grove, false),
+            ),
+            (
+                "upstream: workloads of both providers fail closed",
+                graph(&[]),
+                true,
+                both,
+                Selection::Conflict,
+            ),
+            (
+                "upstream: foreign workloads are ignored (nothing controlled), Grove served",
+                graph(&[]),
+                true,
+                none,
+                run(Provider::Grove, false),
+            ),
+            (
+                "upstream: a cluster without the Grove API selects component",
+                graph(&[]),
+                false,
+                none,
+                run(Provider::Component, false),
+            ),
+            (
+                "upstream: an unsupported recorded provider fails",
+                graph(&[(labels::WORKLOAD_PROVIDER, "unknown")]),
+                true,
+                none,
+                Selection::Unsupported("unknown".into()),
+            ),
+            (
+                "recorded component wins over enable-grove true",
                 graph(&[
                     (labels::WORKLOAD_PROVIDER, "component"),
                     (labels::ENABLE_GROVE, "true"),
                 ]),
                 true,
+                none,
                 run(Provider::Component, true),
             ),
             (
-                "recorded grove, served",
+                "recorded grove, served, wins over the opt-out",
                 graph(&[
                     (labels::WORKLOAD_PROVIDER, "grove"),
                     (labels::ENABLE_GROVE, "false"),
                 ]),
                 true,
+                none,
                 run(Provider::Grove, true),
             ),
             (
                 "recorded grove, not served: no fallback",
                 graph(&[(labels::WORKLOAD_PROVIDER, "grove")]),
                 false,
+                none,
                 Selection::Unavailable,
             ),
             (
-                "recorded unknown",
-                graph(&[(labels::WORKLOAD_PROVIDER, "lws")]),
+                "a recorded provider is not second-guessed by owned workloads",
+                graph(&[(labels::WORKLOAD_PROVIDER, "grove")]),
                 true,
-                Selection::Unsupported("lws".into()),
+                dcds,
+                run(Provider::Grove, true),
             ),
             (
                 "opt-out wins over an override",
                 with_override(graph(&[(labels::ENABLE_GROVE, "false")])),
                 true,
+                none,
                 run(Provider::Component, false),
+            ),
+            (
+                "an annotation value other than false does not opt out",
+                graph(&[(labels::ENABLE_GROVE, "maybe")]),
+                true,
+                none,
+                run(Provider::Grove, false),
             ),
             (
                 "enable-grove true, served",
                 graph(&[(labels::ENABLE_GROVE, "true")]),
                 true,
+                none,
                 run(Provider::Grove, false),
             ),
             (
-                "enable-grove true, not served",
-                graph(&[(labels::ENABLE_GROVE, "true")]),
+                "enable-grove true (any case), not served: waits for Grove",
+                graph(&[(labels::ENABLE_GROVE, "True")]),
                 false,
+                none,
                 Selection::Unavailable,
             ),
             (
-                "a grove provider override asks for grove",
+                "a grove provider override, not served: waits for Grove",
+                with_override(graph(&[])),
+                false,
+                none,
+                Selection::Unavailable,
+            ),
+            (
+                "a grove provider override, served",
                 with_override(graph(&[])),
                 true,
+                none,
                 run(Provider::Grove, false),
             ),
             (
-                "grove served but not asked for",
-                graph(&[]),
-                true,
+                "owned DCDs, Grove not served",
+                graph(&[(labels::ENABLE_GROVE, "true")]),
+                false,
+                dcds,
                 run(Provider::Component, false),
             ),
         ];
-        for (what, g, served, want) in cases {
-            assert_eq!(select(&g, served), want, "{what}");
+        for (what, g, served, owned, want) in cases {
+            assert_eq!(select(&g, served, owned), want, "{what}");
         }
     }
 
@@ -699,5 +865,154 @@ mod tests {
         d.clear_writes();
         pass(&d, &root(&d, false)).await.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
+    }
+
+    /// A workload of the namespace: a DynamoComponentDeployment or a PodCliqueSet named `name`,
+    /// controlled by the stored graph when `controlled`.
+    fn workload(d: &Double, grove: bool, name: &str, controlled: bool) {
+        let owner = stored(d);
+        let metadata = ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            owner_references: controlled.then(|| {
+                vec![OwnerReference {
+                    api_version: "nvidia.com/v1beta1".into(),
+                    kind: "DynamoGraphDeployment".into(),
+                    name: "g".into(),
+                    uid: owner.metadata.uid.clone().unwrap(),
+                    controller: Some(true),
+                    block_owner_deletion: None,
+                }]
+            }),
+            ..Default::default()
+        };
+        if grove {
+            d.insert(PodCliqueSet {
+                metadata,
+                ..Default::default()
+            });
+        } else {
+            d.insert(DynamoComponentDeployment {
+                metadata,
+                ..Default::default()
+            });
+        }
+    }
+
+    /// Upstream's adoption of a graph an older operator left unrecorded: what the graph
+    /// controls decides, whatever Grove's default would be; workloads it does not control are
+    /// ignored.
+    #[tokio::test]
+    async fn an_unrecorded_graph_keeps_the_pathway_of_what_it_controls() {
+        // (what, PodCliqueSets?, controlled?, Grove served, recorded provider)
+        let cases = [
+            (
+                "a controlled DCD, Grove served",
+                false,
+                true,
+                true,
+                "component",
+            ),
+            ("a controlled PodCliqueSet", true, true, true, "grove"),
+            (
+                "a DCD it does not control, Grove served",
+                false,
+                false,
+                true,
+                "grove",
+            ),
+            (
+                "a DCD it does not control, no Grove",
+                false,
+                false,
+                false,
+                "component",
+            ),
+        ];
+        for (what, grove, controlled, served, want) in cases {
+            let d = Double::new();
+            d.insert(graph(&[]));
+            workload(&d, grove, "legacy", controlled);
+            pass(&d, &root(&d, served)).await.ok();
+            assert_eq!(
+                stored(&d)
+                    .annotations()
+                    .get(labels::WORKLOAD_PROVIDER)
+                    .map(String::as_str),
+                Some(want),
+                "{what}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unrecorded_graph_controlling_both_families_records_nothing() {
+        let d = Double::new();
+        d.insert(graph(&[]));
+        workload(&d, false, "legacy-dcd", true);
+        workload(&d, true, "legacy-pcs", true);
+        let err = pass(&d, &root(&d, true)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::AwaitChange);
+        let (status, reason, message) = ready(&d);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", REASON_RECORD_PROVIDER_FAILED)
+        );
+        assert!(
+            message.contains("controls DynamoComponentDeployments and PodCliqueSets"),
+            "{message}"
+        );
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
+        let writes = d.writes();
+        assert_eq!(writes.len(), 1, "only the status: {writes:?}");
+    }
+
+    /// Upstream: "workload discovery failure does not freeze a provider".
+    #[tokio::test]
+    async fn a_failed_read_of_the_owned_workloads_records_nothing_and_retries() {
+        let d = Double::new();
+        d.insert(graph(&[]));
+        d.fail_next(
+            Verb::List,
+            "PodCliqueSet",
+            kit::Error::Unsupported("list failed".into()),
+        );
+        let err = pass(&d, &root(&d, true)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::Backoff);
+        assert_eq!(ready(&d).1, REASON_RECORD_PROVIDER_FAILED);
+        assert!(
+            !stored(&d)
+                .annotations()
+                .contains_key(labels::WORKLOAD_PROVIDER)
+        );
+        pass(&d, &root(&d, true)).await.unwrap();
+        assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
+    }
+
+    /// Grove installed later: the same graph, still unrecorded (it waited for Grove), selects
+    /// Grove on the next reconcile; a graph that records its provider reads nothing.
+    #[tokio::test]
+    async fn the_served_set_is_read_at_every_reconcile() {
+        let d = Double::new();
+        d.insert(graph(&[(labels::ENABLE_GROVE, "true")]));
+        let served = Served::new();
+        let program = ComponentProgram::new(d.reader(), d.writer(), ComponentConfig::default());
+        let root = Root::new(
+            d.reader(),
+            d.writer(),
+            Arc::new(program),
+            Arc::new(GroveNotImplemented),
+            served.clone(),
+        );
+        pass(&d, &root).await.unwrap_err();
+        assert_eq!(ready(&d).1, REASON_PROVIDER_UNAVAILABLE);
+        served.set(&kit::object::resource::<PodCliqueSet>(), true);
+        pass(&d, &root).await.unwrap();
+        assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
+        assert_eq!(ready(&d).1, REASON_GROVE_NOT_IMPLEMENTED);
     }
 }

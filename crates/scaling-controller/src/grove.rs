@@ -12,7 +12,7 @@
 //!   the child is gone.
 //!
 //! This module is what the DGDSA controller calls on graphs whose provider record says `grove`
-//! ([`crate::ScalingAdapterReconciler::with_grove`]); the grove program must then leave the
+//! ([`crate::ScalingAdapterReconciler::with_served`] while Grove is served); the grove program must then leave the
 //! replicas of components with `scalingAdapter` alone.
 
 use std::sync::Arc;

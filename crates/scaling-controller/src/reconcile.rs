@@ -20,6 +20,8 @@ use crate::{
     EVENT_SCALED, REASON_READ_FAILED, REASON_SCALE_FAILED, REASON_SCALED, REASON_SCALING,
     REASON_WORKLOAD_NOT_FOUND,
 };
+use api::grove::PodCliqueSet;
+use kit::served::Served;
 
 type StatusOf = DynamoGraphDeploymentScalingAdapterStatus;
 
@@ -67,32 +69,38 @@ impl Error {
 /// status itself.
 pub struct ScalingAdapterReconciler {
     reader: Arc<dyn Reader>,
-    writer: Arc<dyn Writer>,
     components: ComponentWorkloads,
-    grove: Option<GroveWorkloads>,
+    grove: GroveWorkloads,
+    /// Grove's workloads are scaled while this set serves PodCliqueSet.
+    served: Served,
 }
 
 impl ScalingAdapterReconciler {
     /// A reconciler reading graphs and workloads with `reader` and writing replicas with
-    /// `writer`. Graphs on the grove pathway wait with `WorkloadProviderUnavailable` unless
-    /// [`ScalingAdapterReconciler::with_grove`] is set.
+    /// `writer`. Graphs on the grove pathway wait with `WorkloadProviderUnavailable` unless the
+    /// set given to [`ScalingAdapterReconciler::with_served`] serves Grove.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>) -> Self {
         ScalingAdapterReconciler {
             components: ComponentWorkloads::new(reader.clone(), writer.clone()),
-            grove: None,
+            grove: GroveWorkloads::new(reader.clone(), writer),
+            served: Served::new(),
             reader,
-            writer,
         }
     }
 
-    /// Also scale the PodCliques and PodCliqueScalingGroups of graphs on the grove pathway
-    /// (the cluster serves Grove and the operator runs the grove program).
-    pub fn with_grove(mut self) -> Self {
-        self.grove = Some(GroveWorkloads::new(
-            self.reader.clone(),
-            self.writer.clone(),
-        ));
+    /// The optional kinds the cluster serves, as the operator keeps them current: while it
+    /// serves PodCliqueSet, the PodCliques and PodCliqueScalingGroups of graphs on the grove
+    /// pathway are scaled too. Read at every reconcile.
+    pub fn with_served(mut self, served: Served) -> Self {
+        self.served = served;
         self
+    }
+
+    /// Whether Grove's workloads are scaled now.
+    fn grove(&self) -> Option<&GroveWorkloads> {
+        self.served
+            .serves_kind::<PodCliqueSet>()
+            .then_some(&self.grove)
     }
 
     /// Observe and converge `adapter`.
@@ -127,7 +135,7 @@ impl ScalingAdapterReconciler {
             })
             .or_fail(&mut out, generation, REASON_READ_FAILED)?;
         let (pathway, component, waiting) =
-            match resolve(adapter, dgd.as_ref(), self.grove.is_some()) {
+            match resolve(adapter, dgd.as_ref(), self.grove().is_some()) {
                 Resolution::Wait { reason, message } => {
                     tracing::debug!(adapter = %adapter_key, reason, %message, "waiting");
                     out.status.replicas = Some(0);
@@ -275,7 +283,7 @@ impl ScalingAdapterReconciler {
             name: component.name.clone(),
             source,
         };
-        match (pathway, &self.grove) {
+        match (pathway, self.grove()) {
             (Pathway::Grove, Some(grove)) => grove.get(dgd, component).await.map_err(read),
             _ => self
                 .components
@@ -292,7 +300,7 @@ impl ScalingAdapterReconciler {
         workload: &Workload,
         replicas: i32,
     ) -> Result<Scaled, kit::Error> {
-        match (pathway, &self.grove) {
+        match (pathway, self.grove()) {
             (Pathway::Grove, Some(grove)) => grove.ensure(namespace, workload, replicas).await,
             _ => self.components.ensure(namespace, workload, replicas).await,
         }

@@ -910,7 +910,9 @@ fn grove_setup(multinode: bool) -> (Double, ScalingAdapterReconciler) {
     let d = Double::new();
     d.insert(grove_graph(multinode));
     d.insert(adapter(3));
-    let r = ScalingAdapterReconciler::new(d.reader(), d.writer()).with_grove();
+    let r = ScalingAdapterReconciler::new(d.reader(), d.writer()).with_served(
+        kit::served::Served::of([&kit::object::resource::<api::grove::PodCliqueSet>()]),
+    );
     (d, r)
 }
 

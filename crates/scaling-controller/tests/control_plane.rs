@@ -41,7 +41,9 @@ fn reconciler(cp: &ControlPlane) -> ScalingAdapterReconciler {
     let client = cp.client_as(USER, &["system:masters"]);
     let reader: Arc<dyn kit::Reader> = Arc::new(Cache::new(client.clone()));
     let writer: Arc<dyn kit::Writer> = Arc::new(KubeWriter::new(client, FIELD_MANAGER));
-    ScalingAdapterReconciler::new(reader, writer).with_grove()
+    ScalingAdapterReconciler::new(reader, writer).with_served(kit::served::Served::of([
+        &kit::object::resource::<api::grove::PodCliqueSet>(),
+    ]))
 }
 
 /// A grove graph `g` with a single-node worker `Worker` and a multinode `Decode`, both with a

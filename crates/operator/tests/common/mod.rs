@@ -10,9 +10,26 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::{ApiResource, Discovery, Scope};
 use testkit::ControlPlane;
 
-/// A manifest of the test data (`testdata/<relative>`).
+/// A manifest of the test data (`testdata/<relative>`). A DynamoGraphDeployment comes pinned to
+/// the component pathway (`nvidia.com/enable-grove: "false"`): tests of one run share the control
+/// plane, other tests install Grove's CRDs, and a graph that does not choose would then take the
+/// Grove pathway, whose controller nothing plays here.
 pub fn manifest(relative: &str) -> DynamicObject {
-    serde_yaml::from_str(&testkit::testdata::read(relative)).unwrap()
+    let mut object: DynamicObject =
+        serde_yaml::from_str(&testkit::testdata::read(relative)).unwrap();
+    if object
+        .types
+        .as_ref()
+        .is_some_and(|t| t.kind == "DynamoGraphDeployment")
+    {
+        object
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .entry(api::labels::ENABLE_GROVE.into())
+            .or_insert_with(|| "false".into());
+    }
+    object
 }
 
 /// The objects of a file of `deploy/` (`deploy/<path>`).

@@ -31,7 +31,7 @@ use kube::api::PostParams;
 use kube::runtime::events::Recorder;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client};
-use root::{GroveNotImplemented, Root, ServedApis};
+use root::{GroveNotImplemented, Root};
 use testkit::ControlPlane;
 
 /// The identity (and field manager) of the test operator.
@@ -313,12 +313,14 @@ impl Parts {
             },
         );
         let reader: Arc<dyn kit::Reader> = Arc::new(cache.clone());
-        let program = ComponentProgram::new(reader, writer.clone(), ComponentConfig::default());
+        let program =
+            ComponentProgram::new(reader.clone(), writer.clone(), ComponentConfig::default());
         let root = Root::new(
+            reader,
             writer.clone(),
             Arc::new(program),
             Arc::new(GroveNotImplemented),
-            ServedApis::new(false),
+            kit::served::Served::new(),
         );
         Parts {
             client,
