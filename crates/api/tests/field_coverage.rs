@@ -36,18 +36,12 @@ enum Effect {
     PassedThrough(&'static [&'static str]),
     /// Upstream gives the field no effect either.
     NoEffectUpstream(&'static str),
-    /// Accepted and ignored: a known bug while its implementation is under way elsewhere. Every
-    /// such row must also be listed in [`IGNORED_IN_FLIGHT`].
-    IgnoredInFlight(&'static str),
 }
 
 use Effect::*;
 
 /// The test that proves every [`Effect::GroveOnly`] refusal.
 const GROVE_ONLY_PROOF: &str = "api::grove_only_fields_need_the_grove_pathway";
-
-/// THE FIELDS ACCEPTED AND IGNORED TODAY. Each is a bug; the list only shrinks.
-const IGNORED_IN_FLIGHT: &[&str] = &[];
 
 /// Embedded Kubernetes types: the walk stops here.
 #[derive(Clone, Copy, Debug)]
@@ -640,20 +634,6 @@ fn every_dcd_spec_field_is_rendered_or_refused() {
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
-/// The in-flight allow-list is exactly the rows marked so: adding an ignored field means
-/// editing both, and an implemented one must leave both.
-#[test]
-fn the_fields_accepted_and_ignored_are_only_the_known_ones() {
-    let marked: Vec<&str> = FIELDS
-        .iter()
-        .chain(DCD_FIELDS)
-        .filter(|(_, e)| matches!(e, IgnoredInFlight(_)))
-        .map(|(p, _)| *p)
-        .collect();
-    eprintln!("ACCEPTED AND IGNORED (known bugs, in flight): {marked:#?}");
-    assert_eq!(marked, IGNORED_IN_FLIGHT);
-}
-
 /// What is wrong with the row of `path` (nothing when it holds).
 fn check_effect(path: &str, effect: &Effect, proofs: &Proofs, crd: &str) -> Vec<String> {
     let segments: Vec<&str> = path.rsplit('.').map(|s| s.trim_end_matches("[]")).collect();
@@ -694,7 +674,7 @@ fn check_effect(path: &str, effect: &Effect, proofs: &Proofs, crd: &str) -> Vec<
                 errors.push(format!("{path}: CEL rule {rule} is not in the CRD"));
             }
         }
-        NoEffectUpstream(why) | IgnoredInFlight(why) => {
+        NoEffectUpstream(why) => {
             if why.len() < 20 {
                 errors.push(format!("{path}: say why"));
             }
