@@ -30,6 +30,7 @@ pub mod labels;
 pub mod metadata;
 pub mod scaling_adapter;
 mod schema;
+pub mod snapshot;
 #[cfg(feature = "reconcile")]
 mod status;
 pub mod v1alpha1;

@@ -1496,7 +1496,7 @@ fn accounts_of(
     accounts: &[k8s_openapi::api::core::v1::ServiceAccount],
 ) -> Vec<Option<String>> {
     let account = component_pod_account(accounts);
-    let templates = match render_with(dcd, &Infrastructure::default(), account.as_deref()).workload
+    let templates = match render_with(dcd, &Infrastructure::default(), account.as_deref(), None).workload
     {
         Workload::Deployment(d) => vec![d.spec.unwrap().template],
         Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]

@@ -483,16 +483,16 @@ pub fn root(
     pod_clique_sets: bool,
     infrastructure: &pod_render::Infrastructure,
 ) -> root::Root {
-    let component = component_program::ComponentProgram::new(
-        reader.clone(),
-        writer.clone(),
-        component_program::ComponentConfig {
-            leader_worker_sets,
-            ..Default::default()
-        },
-    );
+    let mut component_config = component_program::ComponentConfig {
+        leader_worker_sets,
+        ..Default::default()
+    };
+    component_config.shared.infrastructure = infrastructure.clone();
+    let component =
+        component_program::ComponentProgram::new(reader.clone(), writer.clone(), component_config);
     let mut grove_config = grove_program::GroveConfig::default();
     grove_config.render.infrastructure = infrastructure.clone();
+    grove_config.shared.infrastructure = infrastructure.clone();
     let grove = grove_program::GroveProgram::new(reader, writer.clone(), grove_config);
     root::Root::new(
         writer,

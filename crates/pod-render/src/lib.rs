@@ -19,7 +19,10 @@
 //!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
 //!    pathway leaves it to the kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
-//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`).
+//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`),
+//!    then checkpoint restore ([`restore`]: a Ready checkpoint of a `WaitForCheckpoint`
+//!    component restore-shapes the pod; [`restore::metadata`] gives both pathways the pod
+//!    template's checkpoint labels and annotations).
 //!
 //! What is pathway-specific stays with the pathway: labels and annotations of the pod
 //! template, and the multinode launch wiring.
@@ -31,6 +34,7 @@ pub mod gms;
 pub mod infrastructure;
 pub mod merge;
 pub mod parts;
+pub mod restore;
 mod sidecar;
 pub mod volumes;
 
@@ -117,6 +121,8 @@ pub struct PodInput<'a> {
     pub pull_secrets: &'a [String],
     /// The operator's infrastructure endpoints (env of every Dynamo container).
     pub infrastructure: &'a Infrastructure,
+    /// The component's checkpoint (`experimental.checkpoint.enabled`), as resolved.
+    pub checkpoint: Option<&'a restore::Checkpoint>,
 }
 
 /// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
@@ -145,41 +151,7 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     let mut main = merge::merge_container(base_container(input), user_main.as_ref());
 
     let epp = component.r#type == Some(ComponentType::Epp);
-    let base = PodSpec {
-        termination_grace_period_seconds: Some(if epp {
-            epp::TERMINATION_GRACE_PERIOD_SECONDS
-        } else {
-            DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
-        }),
-        restart_policy: Some("Always".into()),
-        service_account_name: match component.r#type {
-            Some(ComponentType::Planner) => Some(labels::PLANNER_SERVICE_ACCOUNT.to_string()),
-            Some(ComponentType::Epp) => Some(labels::EPP_SERVICE_ACCOUNT.to_string()),
-            _ => None,
-        },
-        ..Default::default()
-    };
-    let mut spec = match user_spec {
-        Some(user) => {
-            let mut user = serde_json::to_value(user).unwrap_or(Value::Null);
-            if let Some(object) = user.as_object_mut() {
-                object.remove("containers");
-            }
-            let mut merged = serde_json::to_value(&base).unwrap_or(Value::Null);
-            merge::merge(&mut merged, &user);
-            serde_json::from_value(merged).unwrap_or(base)
-        }
-        None => base,
-    };
-    if user_spec
-        .and_then(|s| s.security_context.as_ref())
-        .is_none()
-    {
-        spec.security_context = Some(PodSecurityContext {
-            fs_group: Some(DEFAULT_FS_GROUP),
-            ..Default::default()
-        });
-    }
+    let mut spec = pod_level(component, user_spec);
     let unnamed = |s: &PodSpec| s.service_account_name.as_deref().is_none_or(str::is_empty);
     if input.kube_discovery
         && unnamed(&spec)
@@ -219,6 +191,50 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     }
     gms::apply(&mut spec, input);
     failover::apply(&mut spec, input);
+    restore::apply(&mut spec, input.checkpoint);
+    spec
+}
+
+/// The pod-level defaults (termination grace, restart policy, the planner's and EPP's
+/// ServiceAccount, `fsGroup` without a user security context) under the user's pod spec
+/// (without its containers).
+fn pod_level(component: &DynamoComponentDeploymentSharedSpec, user_spec: Option<&PodSpec>) -> PodSpec {
+    let epp = component.r#type == Some(ComponentType::Epp);
+    let base = PodSpec {
+        termination_grace_period_seconds: Some(if epp {
+            epp::TERMINATION_GRACE_PERIOD_SECONDS
+        } else {
+            DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS
+        }),
+        restart_policy: Some("Always".into()),
+        service_account_name: match component.r#type {
+            Some(ComponentType::Planner) => Some(labels::PLANNER_SERVICE_ACCOUNT.to_string()),
+            Some(ComponentType::Epp) => Some(labels::EPP_SERVICE_ACCOUNT.to_string()),
+            _ => None,
+        },
+        ..Default::default()
+    };
+    let mut spec = match user_spec {
+        Some(user) => {
+            let mut user = serde_json::to_value(user).unwrap_or(Value::Null);
+            if let Some(object) = user.as_object_mut() {
+                object.remove("containers");
+            }
+            let mut merged = serde_json::to_value(&base).unwrap_or(Value::Null);
+            merge::merge(&mut merged, &user);
+            serde_json::from_value(merged).unwrap_or(base)
+        }
+        None => base,
+    };
+    if user_spec
+        .and_then(|s| s.security_context.as_ref())
+        .is_none()
+    {
+        spec.security_context = Some(PodSecurityContext {
+            fs_group: Some(DEFAULT_FS_GROUP),
+            ..Default::default()
+        });
+    }
     spec
 }
 

@@ -103,6 +103,7 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         kv_transfer: None,
         pull_secrets: &[],
         infrastructure,
+        checkpoint: None,
     }
 }
 
@@ -412,6 +413,7 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         kv_transfer: None,
         pull_secrets: &[],
         infrastructure: &infrastructure,
+        checkpoint: None,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -490,6 +492,7 @@ fn infrastructure_env_on_every_component() {
             kv_transfer: None,
             pull_secrets: &[],
             infrastructure: &infrastructure,
+            checkpoint: None,
         });
         let main = &spec.containers[0];
         for (name, value) in [

@@ -18,6 +18,17 @@
 //! [`Resolved`]: a [`CheckpointInfo`] per component for workload rendering, and the
 //! `status.checkpoints` entries, which go into the graph's status even when a later step fails.
 //!
+//! **Restore.** A `WaitForCheckpoint` component whose checkpoint is Ready restores its pods from
+//! it: its info carries the [`pod_render::restore::Restore`] (checkpoint id, artifact version
+//! from the checkpoint's `nvidia.com/snapshot-artifact-version` annotation, default `1`, and
+//! the artifact storage the snapshot agent's DaemonSet mounts, [`storage`]), and
+//! [`CheckpointInfo::pod`] is what `pod-render` shapes the pod template with. An `Immediate`
+//! component's template only names its checkpoint (see `pod_render::restore`). The component
+//! pathway's DCD controller resolves the same for its DCD with [`resolve_component`].
+//!
+//! **Capture pod.** The automatic checkpoint's pod template is the component's pod as
+//! `pod-render` renders it ([`capture`]), with `checkpoint.job.podTemplate` merged over it.
+//!
 //! Automatic checkpoints carry labels `nvidia.com/dynamo-graph-deployment-name`,
 //! `nvidia.com/dynamo-component` and [`CHECKPOINT_HASH_LABEL`], the annotations
 //! `nvidia.com/dynamo-auto-checkpoint: "true"` and `nvidia.com/dynamo-checkpoint-deletion-policy`,
@@ -32,23 +43,26 @@ use api::checkpoint::DynamoCheckpointPhase;
 use api::checkpoint_identity::identity_hash;
 use api::common::{CheckpointMode, ComponentCheckpointStatus, DynamoCheckpointIdentity};
 use api::labels;
+use api::snapshot::{ARTIFACT_VERSION_ANNOTATION, DEFAULT_ARTIFACT_VERSION};
 use api::v1beta1::{
     CheckpointDeletionPolicy, CheckpointStartupPolicy, ComponentCheckpointConfig,
     DynamoComponentDeploymentSharedSpec, MAIN_CONTAINER_NAME,
 };
 use api::{DynamoCheckpoint, DynamoCheckpointSpec, DynamoGraphDeployment};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::{Event, Reader, ReaderExt, Selector, Writer};
 use kube::ResourceExt;
-use serde_json::Value;
 
 use crate::child;
 use crate::discovery::{DiscoveryBackend, kubernetes_discovery_enabled};
 use crate::error::{Error, Result};
 use crate::naming;
 use crate::rollout;
-use pod_render::Backend;
+use pod_render::restore::{Checkpoint, Restore, Storage};
+use pod_render::{Backend, Infrastructure};
+
+mod capture;
+pub mod storage;
 
 /// Label with the identity hash of a checkpoint.
 pub const CHECKPOINT_HASH_LABEL: &str = "nvidia.com/snapshot-checkpoint-hash";
@@ -74,9 +88,41 @@ pub struct CheckpointInfo {
     pub automatic: bool,
     /// Container that is snapshotted and restored.
     pub target_container: String,
+    /// Artifact format version of the checkpoint.
+    pub artifact_version: String,
+    /// Set when the component's pods restore from the checkpoint now (`WaitForCheckpoint`,
+    /// Ready).
+    pub restore: Option<Restore>,
 }
 
 impl CheckpointInfo {
+    /// The component's workers are held at zero replicas: `WaitForCheckpoint` and the
+    /// checkpoint is not Ready.
+    pub fn waits(&self) -> bool {
+        self.enabled && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !self.ready
+    }
+
+    /// The component's pod template restores from the checkpoint: `WaitForCheckpoint` and the
+    /// checkpoint is Ready (an `Immediate` template never changes with readiness).
+    pub fn restores_now(&self) -> bool {
+        self.enabled && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && self.ready
+    }
+
+    /// What `component`'s pods know of this checkpoint (see `pod_render::restore`): the
+    /// restore targets are the target container, or the engines with intra-pod failover.
+    pub fn pod(&self, component: &DynamoComponentDeploymentSharedSpec) -> Checkpoint {
+        Checkpoint {
+            name: self.checkpoint_name.clone().filter(|_| self.exists),
+            startup_policy: self.startup_policy,
+            targets: if component.is_intra_pod_failover() {
+                pod_render::failover::engine_names()
+            } else {
+                vec![self.target_container.clone()]
+            },
+            restore: self.restore.clone(),
+        }
+    }
+
     /// The `status.checkpoints` entry of this component.
     pub fn status(&self) -> ComponentCheckpointStatus {
         ComponentCheckpointStatus {
@@ -91,6 +137,19 @@ impl CheckpointInfo {
 /// Checkpoint infos by component name.
 pub type CheckpointInfos = BTreeMap<String, CheckpointInfo>;
 
+/// What the pods of each checkpointed component of `dgd` know of its checkpoint
+/// ([`CheckpointInfo::pod`]), by component name.
+pub fn pod_checkpoints(
+    dgd: &DynamoGraphDeployment,
+    infos: &CheckpointInfos,
+) -> BTreeMap<String, Checkpoint> {
+    dgd.spec
+        .components
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), infos.get(&c.name)?.pod(c))))
+        .collect()
+}
+
 /// The result of the checkpoint step.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Resolved {
@@ -101,13 +160,15 @@ pub struct Resolved {
 }
 
 /// Operator settings the checkpoint step needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckpointConfig {
     /// Checkpointing is enabled in this operator; a component asking for it fails otherwise.
     pub enabled: bool,
     /// Default discovery backend (capture pods use the discovery ServiceAccount when it is
     /// Kubernetes).
     pub discovery: DiscoveryBackend,
+    /// The operator's infrastructure endpoints (env of the capture pod).
+    pub infrastructure: Infrastructure,
 }
 
 impl Default for CheckpointConfig {
@@ -115,6 +176,7 @@ impl Default for CheckpointConfig {
         Self {
             enabled: true,
             discovery: DiscoveryBackend::default(),
+            infrastructure: Infrastructure::default(),
         }
     }
 }
@@ -144,6 +206,7 @@ impl CheckpointReconciler {
     ) -> Result<Resolved> {
         let mut resolved = Resolved::default();
         let mut checkpoints: Option<Vec<DynamoCheckpoint>> = None;
+        let mut storage: Option<Storage> = None;
         for component in &dgd.spec.components {
             let Some(cfg) = component
                 .experimental
@@ -159,7 +222,7 @@ impl CheckpointReconciler {
                     component.name
                 )));
             }
-            let info = match cfg
+            let mut info = match cfg
                 .checkpoint_ref
                 .as_deref()
                 .map(str::trim)
@@ -178,6 +241,10 @@ impl CheckpointReconciler {
                     }
                 }
             };
+            if info.restores_now() {
+                let ns = dgd.namespace().unwrap_or_default();
+                info.restore = Some(restore(&*self.reader, &ns, &info, &mut storage).await?);
+            }
             resolved
                 .statuses
                 .insert(component.name.clone(), info.status());
@@ -235,7 +302,7 @@ impl CheckpointReconciler {
         if let Some(existing) = find_by_hash(known, &hash)? {
             return Ok(from_checkpoint(existing, cfg, true));
         }
-        let desired = render(dgd, component, cfg, identity, &hash, self.config.discovery)?;
+        let desired = render(dgd, component, cfg, identity, &hash, &self.config)?;
         let (ckpt, created) = child::create_once(&*self.reader, &*self.writer, &desired).await?;
         let existing_hash = checkpoint_hash(&ckpt);
         if existing_hash != hash {
@@ -282,6 +349,8 @@ fn manual(
             startup_policy: startup_policy(cfg),
             automatic: false,
             target_container: target_container(cfg),
+            artifact_version: DEFAULT_ARTIFACT_VERSION.into(),
+            restore: None,
         },
     })
 }
@@ -338,7 +407,99 @@ fn from_checkpoint(
         startup_policy: startup_policy(cfg),
         automatic,
         target_container: target_container(cfg),
+        artifact_version: ckpt
+            .annotations()
+            .get(ARTIFACT_VERSION_ANNOTATION)
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .unwrap_or(DEFAULT_ARTIFACT_VERSION)
+            .to_string(),
+        restore: None,
     }
+}
+
+/// The restore of a Ready checkpoint `info` in `namespace`: its id (`status.checkpointID`, else
+/// the identity hash), artifact version and the storage the snapshot agent mounts (discovered
+/// once per pass, into `storage`).
+async fn restore(
+    reader: &dyn Reader,
+    namespace: &str,
+    info: &CheckpointInfo,
+    storage: &mut Option<Storage>,
+) -> Result<Restore> {
+    let checkpoint_id = info
+        .checkpoint_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .or_else(|| info.identity_hash.clone())
+        .unwrap_or_default();
+    if checkpoint_id.is_empty() {
+        return Err(Error::Missing(format!(
+            "checkpoint {} is ready but has no checkpoint id",
+            info.checkpoint_name.as_deref().unwrap_or_default()
+        )));
+    }
+    let found = match storage {
+        Some(found) => found.clone(),
+        None => storage.insert(storage::discover(reader, namespace).await?).clone(),
+    };
+    Ok(Restore {
+        checkpoint_id,
+        artifact_version: info.artifact_version.clone(),
+        storage: found,
+    })
+}
+
+/// The checkpoint of `component` as its DynamoComponentDeployment in `namespace` names it (the
+/// component pathway's DCD controller): `None` without `experimental.checkpoint.enabled`;
+/// the DynamoCheckpoint `checkpointRef` names (missing is an error); else the one of `identity`
+/// (none yet: it does not exist); neither is refused. With `WaitForCheckpoint` and a Ready
+/// checkpoint, the restore is resolved too.
+pub async fn resolve_component(
+    reader: &dyn Reader,
+    namespace: &str,
+    component: &DynamoComponentDeploymentSharedSpec,
+) -> Result<Option<CheckpointInfo>> {
+    let Some(cfg) = component
+        .experimental
+        .as_ref()
+        .and_then(|e| e.checkpoint.as_ref())
+        .filter(|c| c.enabled)
+    else {
+        return Ok(None);
+    };
+    let mut info = match cfg.checkpoint_ref.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reference) => {
+            let found: Option<DynamoCheckpoint> = reader
+                .get(Some(namespace), reference)
+                .await
+                .map_err(Error::api(format!(
+                    "get DynamoCheckpoint {}",
+                    kit::object::key(Some(namespace), reference)
+                )))?;
+            let ckpt = found.ok_or_else(|| {
+                Error::Missing(format!("referenced checkpoint {reference:?} not found"))
+            })?;
+            from_checkpoint(&ckpt, cfg, false)
+        }
+        None if cfg.identity.is_some() => {
+            let known: Vec<DynamoCheckpoint> = reader
+                .list(Some(namespace), &Selector::default())
+                .await
+                .map_err(Error::api(format!("list DynamoCheckpoint in {namespace}")))?;
+            manual(component, cfg, &known)?
+        }
+        None => {
+            return Err(Error::InvalidSpec(format!(
+                "component {}: checkpoint enabled but no checkpointRef or identity provided",
+                component.name
+            )));
+        }
+    };
+    if info.restores_now() {
+        info.restore = Some(restore(reader, namespace, &info, &mut None).await?);
+    }
+    Ok(Some(info))
 }
 
 /// The identity of a component's automatic checkpoint (see the module docs).
@@ -388,7 +549,7 @@ pub fn render(
     cfg: &ComponentCheckpointConfig,
     identity: DynamoCheckpointIdentity,
     hash: &str,
-    discovery: DiscoveryBackend,
+    config: &CheckpointConfig,
 ) -> Result<DynamoCheckpoint> {
     let dgd_name = dgd.name_any();
     let policy = cfg
@@ -415,7 +576,28 @@ pub fn render(
         CheckpointDeletionPolicy::Delete => Some(vec![child::owner_reference(dgd)?]),
         CheckpointDeletionPolicy::Retain => None,
     };
-    let mut template = capture_template(component, cfg)?;
+    let backend = match Backend::detect(component, dgd.spec.backend_framework) {
+        Ok(Backend::None) => Backend::from(identity.backend_framework),
+        Ok(backend) => backend,
+        Err(message) => {
+            return Err(Error::InvalidSpec(format!(
+                "spec.components[{}]: {message}",
+                component.name
+            )));
+        }
+    };
+    let target = target_container(cfg);
+    let mut template = capture::template(
+        dgd,
+        component,
+        cfg,
+        &capture::Settings {
+            discovery: config.discovery,
+            infrastructure: &config.infrastructure,
+            backend,
+            target: &target,
+        },
+    )?;
     let template_labels = template
         .metadata
         .get_or_insert_with(ObjectMeta::default)
@@ -430,8 +612,7 @@ pub fn render(
         template_labels.insert(labels::DYNAMO_WORKER_HASH.into(), rollout::worker_hash(dgd));
     }
     let spec = template.spec.get_or_insert_with(Default::default);
-    spec.restart_policy = Some("Never".into());
-    if kubernetes_discovery_enabled(discovery, dgd) && spec.service_account_name.is_none() {
+    if kubernetes_discovery_enabled(config.discovery, dgd) && spec.service_account_name.is_none() {
         spec.service_account_name = Some(naming::discovery_service_account(&dgd_name));
     }
     Ok(DynamoCheckpoint {
@@ -448,52 +629,13 @@ pub fn render(
             gpu_memory_service: None,
             job: Some(DynamoCheckpointJobConfig {
                 pod_template_spec: template,
-                target_container_name: Some(target_container(cfg)),
+                target_container_name: Some(target),
                 ..Default::default()
             }),
             capture: None,
         },
         status: None,
     })
-}
-
-/// The capture pod: the component's pod template with `checkpoint.job.podTemplate` merged over
-/// it (JSON merge patch: objects merge, lists and scalars replace).
-fn capture_template(
-    component: &DynamoComponentDeploymentSharedSpec,
-    cfg: &ComponentCheckpointConfig,
-) -> Result<PodTemplateSpec> {
-    let base = component.pod_template.clone().unwrap_or_default();
-    let Some(overlay) = cfg.job.as_ref().and_then(|j| j.pod_template.as_ref()) else {
-        return Ok(base);
-    };
-    let invalid = |e: serde_json::Error| {
-        Error::InvalidSpec(format!(
-            "component {}: checkpoint.job.podTemplate cannot be merged: {e}",
-            component.name
-        ))
-    };
-    let mut merged = serde_json::to_value(&base).map_err(invalid)?;
-    merge_patch(
-        &mut merged,
-        &serde_json::to_value(overlay).map_err(invalid)?,
-    );
-    serde_json::from_value(merged).map_err(invalid)
-}
-
-fn merge_patch(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
 }
 
 #[cfg(test)]
@@ -503,6 +645,7 @@ mod tests {
     use api::checkpoint::DynamoCheckpointStatus;
     use api::v1beta1::{ComponentCheckpointJobConfig, ExperimentalSpec};
     use api::{BackendFramework, ComponentType};
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
     use kit::testing::{Double, Verb};
 
     fn with_checkpoint(
@@ -514,6 +657,30 @@ mod tests {
             ..Default::default()
         });
         c
+    }
+
+    /// The snapshot agent DaemonSet of `ns`, mounting claim `pvc` at `path`.
+    fn snapshot_agent(ns: &str, pvc: &str, path: &str) -> k8s_openapi::api::apps::v1::DaemonSet {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {
+                "name": "snapshot-agent",
+                "namespace": ns,
+                "labels": {"app.kubernetes.io/component": "snapshot-agent"},
+            },
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"spec": {
+                    "containers": [{
+                        "name": "agent",
+                        "volumeMounts": [{"name": "checkpoints", "mountPath": path}],
+                    }],
+                    "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": pvc}}],
+                }},
+            },
+        }))
+        .unwrap()
     }
 
     fn enabled() -> ComponentCheckpointConfig {
@@ -677,7 +844,28 @@ mod tests {
             ..Default::default()
         });
         d.insert(ready);
+        // Ready and WaitForCheckpoint: the pods restore, from the storage the snapshot agent
+        // mounts; without the agent there is nothing to restore from yet.
+        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("no snapshot-agent daemonset found in namespace ns"),
+            "{err}"
+        );
+        assert!(!err.awaits_change());
+        d.insert(snapshot_agent("ns", "snapshot-pvc", "/checkpoints"));
         let resolved = r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        assert_eq!(
+            resolved.infos["Decode"].restore,
+            Some(Restore {
+                checkpoint_id: "abc".into(),
+                artifact_version: "1".into(),
+                storage: Storage {
+                    pvc_name: "snapshot-pvc".into(),
+                    base_path: "/checkpoints".into(),
+                },
+            })
+        );
         assert!(resolved.statuses["Decode"].ready);
         assert_eq!(
             resolved.statuses["Decode"].checkpoint_id.as_deref(),

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use api::DynamoGraphDeployment;
 use api::grove::PodCliqueSet;
+pub use pod_render::restore::Checkpoint;
 
 pub use render::{
     GROVE_UPDATE_STRATEGY, PRESERVED_ALPHA_SPEC, PROPAGATED_ANNOTATIONS, has_topology_overrides,
@@ -51,6 +52,10 @@ pub struct Inputs<'a> {
     /// Components whose startup waits for a checkpoint that is not ready (rendered at zero
     /// replicas).
     pub waiting_for_checkpoint: &'a BTreeSet<String>,
+    /// What each checkpointed component's pods know of its checkpoint, by component name
+    /// (`pod_render::restore`: restore-candidate annotations, or the restore of a Ready
+    /// checkpoint).
+    pub checkpoints: &'a BTreeMap<String, Checkpoint>,
     /// Domains of the ClusterTopology named by `spec.experimental.kvTransferPolicy`, widest
     /// first (empty when it names none).
     pub topology_domains: &'a [String],

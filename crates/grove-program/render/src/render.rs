@@ -139,7 +139,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         if let Some(at) = restart_at {
             annotations.insert(labels::RESTART_AT.into(), at);
         }
-        let clique_labels = clique_labels(
+        let mut clique_labels = clique_labels(
             dgd,
             &dgd_name,
             &component,
@@ -149,6 +149,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
             has_epp,
             kube_discovery,
         );
+        let checkpoint = inputs.checkpoints.get(&original.name);
+        if let Some(checkpoint) = checkpoint {
+            pod_render::restore::metadata(&mut clique_labels, &mut annotations, checkpoint);
+        }
         let worker_hash = worker
             .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
             .flatten();
@@ -174,6 +178,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
                 pull_secrets: &pull_secrets,
                 infrastructure: &inputs.settings.infrastructure,
+                checkpoint,
             };
             let spec = pod::pod_spec(&input, role.role, backend);
             let min_available = if multinode {
@@ -304,6 +309,7 @@ pub fn preflight(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
         workers: &crate::Workers::default(),
         restart: None,
         waiting_for_checkpoint: &BTreeSet::new(),
+        checkpoints: &BTreeMap::new(),
         topology_domains: &[],
         pull_secrets: &BTreeMap::new(),
         settings: &settings,
