@@ -13,6 +13,14 @@ pub const RESTORE_TARGET_LABEL: &str = "nvidia.com/snapshot-is-restore-target";
 pub const ARTIFACT_VERSION_ANNOTATION: &str = "nvidia.com/snapshot-artifact-version";
 /// Annotation (capture and restore pods): the comma-separated containers captured or restored.
 pub const TARGET_CONTAINERS_ANNOTATION: &str = "nvidia.com/snapshot-target-containers";
+/// Annotation (capture pod, written by the agent): the capture's outcome.
+pub const CHECKPOINT_STATUS_ANNOTATION: &str = "nvidia.com/snapshot-checkpoint-status";
+/// Annotation (restore pod, written by the agent): the restore's outcome; also per container
+/// as `<this>.<container>`.
+pub const RESTORE_STATUS_ANNOTATION: &str = "nvidia.com/snapshot-restore-status";
+/// Annotation (restore pod, written by the agent): the restored container's id; also per
+/// container as `<this>.<container>`.
+pub const RESTORE_CONTAINER_ID_ANNOTATION: &str = "nvidia.com/snapshot-restore-container-id";
 /// Annotation (storage given by operator configuration): the storage type.
 pub const STORAGE_TYPE_ANNOTATION: &str = "nvidia.com/snapshot-storage-type";
 /// Annotation (storage given by operator configuration): the storage base path.

@@ -33,7 +33,9 @@ use std::collections::BTreeMap;
 
 use api::labels;
 use api::snapshot::{
-    ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, CHECKPOINT_SOURCE_LABEL, CHECKPOINT_VOLUME,
+    ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, CHECKPOINT_SOURCE_LABEL,
+    CHECKPOINT_STATUS_ANNOTATION, CHECKPOINT_VOLUME, RESTORE_CONTAINER_ID_ANNOTATION,
+    RESTORE_STATUS_ANNOTATION,
     CONTROL_DIR_ENV, CONTROL_MOUNT_PATH, CONTROL_VOLUME, DEFAULT_SECCOMP_PROFILE,
     POD_INFO_MOUNT_PATH, POD_INFO_VOLUME, RESTORE_COMPLETE_FILE, RESTORE_PLACEHOLDER_COMMAND,
     RESTORE_TARGET_LABEL, STORAGE_BASE_PATH_ANNOTATION, STORAGE_TYPE_ANNOTATION,
@@ -100,7 +102,8 @@ const RESTORE_ANNOTATIONS: [&str; 7] = [
 
 /// The pod template metadata of a checkpointed component (see the module docs): restore
 /// candidate annotations for `Immediate`, restore target metadata for a restoring
-/// `WaitForCheckpoint` template; stale values of either are removed.
+/// `WaitForCheckpoint` template; stale values of either, and the status annotations the agent
+/// writes onto pods, are removed.
 pub fn metadata(
     pod_labels: &mut BTreeMap<String, String>,
     annotations: &mut BTreeMap<String, String>,
@@ -112,6 +115,16 @@ pub fn metadata(
     for key in RESTORE_ANNOTATIONS {
         annotations.remove(key);
     }
+    // What the agent writes onto pods never belongs on a template.
+    annotations.retain(|key, _| {
+        ![
+            CHECKPOINT_STATUS_ANNOTATION,
+            RESTORE_STATUS_ANNOTATION,
+            RESTORE_CONTAINER_ID_ANNOTATION,
+        ]
+        .iter()
+        .any(|status| key == status || key.strip_prefix(status).is_some_and(|r| r.starts_with('.')))
+    });
     let targets = checkpoint.targets.join(",");
     if checkpoint.startup_policy == CheckpointStartupPolicy::Immediate {
         if let Some(name) = checkpoint.name.as_deref().filter(|n| !n.is_empty()) {

@@ -3,6 +3,7 @@ use api::backend::runs_module;
 
 mod failover;
 mod gms;
+mod restore;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()

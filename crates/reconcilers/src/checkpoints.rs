@@ -453,8 +453,9 @@ async fn restore(
 /// The checkpoint of `component` as its DynamoComponentDeployment in `namespace` names it (the
 /// component pathway's DCD controller): `None` without `experimental.checkpoint.enabled`;
 /// the DynamoCheckpoint `checkpointRef` names (missing is an error); else the one of `identity`
-/// (none yet: it does not exist); neither is refused. With `WaitForCheckpoint` and a Ready
-/// checkpoint, the restore is resolved too.
+/// (none yet: it does not exist); with neither, none exists yet (the graph names its automatic
+/// checkpoint once it created it). With `WaitForCheckpoint` and a Ready checkpoint, the restore
+/// is resolved too.
 pub async fn resolve_component(
     reader: &dyn Reader,
     namespace: &str,
@@ -489,12 +490,20 @@ pub async fn resolve_component(
                 .map_err(Error::api(format!("list DynamoCheckpoint in {namespace}")))?;
             manual(component, cfg, &known)?
         }
-        None => {
-            return Err(Error::InvalidSpec(format!(
-                "component {}: checkpoint enabled but no checkpointRef or identity provided",
-                component.name
-            )));
-        }
+        // The graph names the checkpoint once it exists; until then the pods start cold.
+        None => CheckpointInfo {
+            enabled: true,
+            exists: false,
+            ready: false,
+            checkpoint_name: None,
+            identity_hash: None,
+            checkpoint_id: None,
+            startup_policy: startup_policy(cfg),
+            automatic: false,
+            target_container: target_container(cfg),
+            artifact_version: DEFAULT_ARTIFACT_VERSION.into(),
+            restore: None,
+        },
     };
     if info.restores_now() {
         info.restore = Some(restore(reader, namespace, &info, &mut None).await?);
@@ -1020,5 +1029,346 @@ mod tests {
             ckpt.annotations()[labels::CHECKPOINT_DELETION_POLICY],
             "Retain"
         );
+    }
+
+    /// The checkpoint a DCD names, as its controller resolves it (upstream's
+    /// `TestResolveCheckpointForService` rows, but the GMS gate's), and the restore of a Ready
+    /// `WaitForCheckpoint` one.
+    #[tokio::test]
+    async fn a_dcd_resolves_the_checkpoint_it_names() {
+        let identity = DynamoCheckpointIdentity {
+            model: "meta-llama/Llama-2-7b-hf".into(),
+            backend_framework: BackendFramework::Vllm,
+            ..Default::default()
+        };
+        let hash = identity_hash(&identity);
+        let stored = |name: &str, phase: DynamoCheckpointPhase| DynamoCheckpoint {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: DynamoCheckpointSpec {
+                identity: identity.clone(),
+                ..Default::default()
+            },
+            status: Some(DynamoCheckpointStatus {
+                phase: Some(phase),
+                identity_hash: Some(hash.clone()),
+                ..Default::default()
+            }),
+        };
+        let cfg = |f: &dyn Fn(&mut ComponentCheckpointConfig)| {
+            let mut c = enabled();
+            f(&mut c);
+            Some(c)
+        };
+        // (case, checkpoint config, stored checkpoints, snapshot agent, expected
+        // (exists, ready, name, restores) or error text)
+        type Want = Result<Option<(bool, bool, Option<&'static str>, bool)>, &'static str>;
+        type Row = (
+            &'static str,
+            Option<ComponentCheckpointConfig>,
+            Vec<DynamoCheckpoint>,
+            bool,
+            Want,
+        );
+        use DynamoCheckpointPhase::{Creating, Ready};
+        let wait = CheckpointStartupPolicy::WaitForCheckpoint;
+        let rows: Vec<Row> = vec![
+            ("nil config returns disabled", None, vec![], false, Ok(None)),
+            (
+                "disabled config returns disabled",
+                cfg(&|c| c.enabled = false),
+                vec![],
+                false,
+                Ok(None),
+            ),
+            (
+                "deprecated Manual value without checkpointRef is ignored",
+                cfg(&|c| c.mode = Some(CheckpointMode::Manual)),
+                vec![],
+                false,
+                Ok(Some((false, false, None, false))),
+            ),
+            (
+                "config without ref or identity resolves enabled without error",
+                cfg(&|_| {}),
+                vec![],
+                false,
+                Ok(Some((false, false, None, false))),
+            ),
+            (
+                "checkpointRef resolves ready CR",
+                cfg(&|c| c.checkpoint_ref = Some(hash.clone())),
+                vec![stored(&hash, Ready)],
+                false,
+                Ok(Some((true, true, Some("hash"), false))),
+            ),
+            (
+                "checkpointRef resolves not-ready CR",
+                cfg(&|c| c.checkpoint_ref = Some(hash.clone())),
+                vec![stored(&hash, Creating)],
+                false,
+                Ok(Some((true, false, Some("hash"), false))),
+            ),
+            (
+                "checkpointRef errors when CR not found",
+                cfg(&|c| c.checkpoint_ref = Some("nonexistent".into())),
+                vec![],
+                false,
+                Err("nonexistent"),
+            ),
+            (
+                "checkpointRef resolves human-readable checkpoint names",
+                cfg(&|c| c.checkpoint_ref = Some("not-the-hash".into())),
+                vec![stored("not-the-hash", Creating)],
+                false,
+                Ok(Some((true, false, Some("not-the-hash"), false))),
+            ),
+            (
+                "identity lookup finds existing checkpoint by identity hash",
+                cfg(&|c| c.identity = Some(identity.clone())),
+                vec![stored("friendly-name", Ready)],
+                false,
+                Ok(Some((true, true, Some("friendly-name"), false))),
+            ),
+            (
+                "identity lookup returns existing not-ready checkpoint",
+                cfg(&|c| c.identity = Some(identity.clone())),
+                vec![stored("friendly-name", Creating)],
+                false,
+                Ok(Some((true, false, Some("friendly-name"), false))),
+            ),
+            (
+                "identity lookup returns not-ready when no CR found",
+                cfg(&|c| c.identity = Some(identity.clone())),
+                vec![],
+                false,
+                Ok(Some((false, false, None, false))),
+            ),
+            (
+                "a Ready WaitForCheckpoint checkpoint restores",
+                cfg(&|c| {
+                    c.checkpoint_ref = Some("friendly-name".into());
+                    c.startup_policy = Some(wait);
+                }),
+                vec![stored("friendly-name", Ready)],
+                true,
+                Ok(Some((true, true, Some("friendly-name"), true))),
+            ),
+            (
+                "a Ready WaitForCheckpoint checkpoint needs the snapshot agent",
+                cfg(&|c| {
+                    c.checkpoint_ref = Some("friendly-name".into());
+                    c.startup_policy = Some(wait);
+                }),
+                vec![stored("friendly-name", Ready)],
+                false,
+                Err("no snapshot-agent daemonset found in namespace ns"),
+            ),
+        ];
+        for (name, config, checkpoints, agent, want) in rows {
+            let d = Double::new();
+            for c in checkpoints {
+                d.insert(c);
+            }
+            if agent {
+                d.insert(snapshot_agent("ns", "snapshot-pvc", "/checkpoints"));
+            }
+            let mut c = component("W", ComponentType::Worker);
+            if let Some(config) = config {
+                c = with_checkpoint(c, config);
+            }
+            let got = resolve_component(&*d.reader(), "ns", &c).await;
+            match (got, want) {
+                (Ok(None), Ok(None)) => {}
+                (Ok(Some(info)), Ok(Some((exists, ready, ckpt, restores)))) => {
+                    let ckpt = ckpt.map(|n| if n == "hash" { hash.as_str() } else { n });
+                    assert_eq!(
+                        (info.exists, info.ready, info.checkpoint_name.as_deref(), info.restore.is_some()),
+                        (exists, ready, ckpt, restores),
+                        "{name}"
+                    );
+                    assert!(info.enabled, "{name}");
+                    if exists {
+                        assert_eq!(info.identity_hash.as_deref(), Some(hash.as_str()), "{name}");
+                    }
+                    if let Some(restore) = &info.restore {
+                        assert_eq!(restore.checkpoint_id, hash, "{name}");
+                        assert_eq!(restore.storage.pvc_name, "snapshot-pvc", "{name}");
+                    }
+                }
+                (Err(e), Err(needle)) => assert!(e.to_string().contains(needle), "{name}: {e}"),
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// What the pods of a component know of its checkpoint: the target container, or both
+    /// engines with intra-pod failover; the name only once the checkpoint exists.
+    #[test]
+    fn the_pods_restore_the_target_or_the_engines() {
+        use api::v1beta1::{FailoverSpec, GpuMemoryServiceSpec};
+        let info = |exists: bool, target: &str| CheckpointInfo {
+            enabled: true,
+            exists,
+            ready: false,
+            checkpoint_name: Some("ckpt".into()),
+            identity_hash: None,
+            checkpoint_id: None,
+            startup_policy: CheckpointStartupPolicy::Immediate,
+            automatic: true,
+            target_container: target.into(),
+            artifact_version: "1".into(),
+            restore: None,
+        };
+        let plain = component("W", ComponentType::Worker);
+        let mut failover = plain.clone();
+        failover.experimental = Some(ExperimentalSpec {
+            gpu_memory_service: Some(GpuMemoryServiceSpec::default()),
+            failover: Some(FailoverSpec::default()),
+            ..Default::default()
+        });
+        // (case, component, info, name, targets)
+        let rows = [
+            ("main", &plain, info(true, "main"), Some("ckpt"), vec!["main"]),
+            ("targetContainerName", &plain, info(true, "worker"), Some("ckpt"), vec!["worker"]),
+            ("failover engines", &failover, info(true, "main"), Some("ckpt"), vec!["engine-0", "engine-1"]),
+            ("not created yet", &plain, info(false, "main"), None, vec!["main"]),
+        ];
+        for (name, c, info, want_name, targets) in rows {
+            let pod = info.pod(c);
+            assert_eq!(pod.name.as_deref(), want_name, "{name}");
+            assert_eq!(pod.targets, targets, "{name}");
+        }
+    }
+
+    /// The capture pod is the component's pod as `pod-render` renders it (operator defaults,
+    /// graph env, discovery account), only the target container, with the job's podTemplate
+    /// merged over it as upstream merges it.
+    #[tokio::test]
+    async fn the_capture_pod_is_the_components_rendered_pod() {
+        use k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec, Probe, Volume};
+        let env = |n: &str, v: &str| EnvVar {
+            name: n.into(),
+            value: Some(v.into()),
+            value_from: None,
+        };
+        let d = Double::new();
+        let mut c = component("Decode", ComponentType::Decode);
+        {
+            let spec = c.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
+            spec.containers[0].command = Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
+            spec.containers[0].env = Some(vec![env("OWN", "1")]);
+            spec.containers.push(Container {
+                name: "sidecar".into(),
+                ..Default::default()
+            });
+            spec.volumes = Some(vec![Volume {
+                name: "cache".into(),
+                ..Default::default()
+            }]);
+        }
+        c.pod_template.as_mut().unwrap().metadata = Some(ObjectMeta {
+            labels: Some(BTreeMap::from([("team".into(), "a".into())])),
+            annotations: Some(BTreeMap::from([("note".into(), "component".into())])),
+            ..Default::default()
+        });
+        let mut cfg = enabled();
+        cfg.job = Some(ComponentCheckpointJobConfig {
+            pod_template: Some(PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    annotations: Some(BTreeMap::from([("note".into(), "job".into())])),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![
+                        Container {
+                            name: "main".into(),
+                            env: Some(vec![env("JOB", "1"), env("OWN", "job")]),
+                            readiness_probe: Some(Probe {
+                                period_seconds: Some(3),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        },
+                        Container {
+                            name: "gms-saver".into(),
+                            ..Default::default()
+                        },
+                    ],
+                    volumes: Some(vec![
+                        Volume {
+                            name: "cache".into(),
+                            empty_dir: Some(Default::default()),
+                            ..Default::default()
+                        },
+                        Volume {
+                            name: "extra".into(),
+                            ..Default::default()
+                        },
+                    ]),
+                    node_selector: Some(BTreeMap::from([("pool".into(), "capture".into())])),
+                    ..Default::default()
+                }),
+            }),
+            ..Default::default()
+        });
+        let g = graph(&d, vec![with_checkpoint(c, cfg)]);
+        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        let name = resolved.infos["Decode"].checkpoint_name.clone().unwrap();
+        let ckpt: DynamoCheckpoint = d.object(Some("ns"), &name).unwrap();
+        let template = &ckpt.spec.job.as_ref().unwrap().pod_template_spec;
+        let meta = template.metadata.as_ref().unwrap();
+        let labels = meta.labels.clone().unwrap();
+        assert_eq!(labels["team"], "a");
+        assert_eq!(labels[labels::DYNAMO_COMPONENT], "Decode");
+        assert_eq!(labels[labels::DYNAMO_GRAPH_DEPLOYMENT_NAME], "g");
+        assert_eq!(meta.annotations.as_ref().unwrap()["note"], "job");
+        let spec = template.spec.as_ref().unwrap();
+        let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["main", "gms-saver"], "only the target, then the job's own");
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.service_account_name.as_deref(), Some("g-k8s-service-discovery"));
+        assert_eq!(spec.node_selector.as_ref().unwrap()["pool"], "capture");
+        assert_eq!(spec.security_context.as_ref().unwrap().fs_group, Some(1000));
+        let volumes: Vec<(&str, bool)> = spec
+            .volumes
+            .iter()
+            .flatten()
+            .map(|v| (v.name.as_str(), v.empty_dir.is_some()))
+            .collect();
+        assert_eq!(
+            volumes,
+            [("cache", true), ("shared-memory", true), ("extra", false)],
+            "the job's volumes replace or join by name"
+        );
+        let main = &spec.containers[0];
+        let value = |n: &str| {
+            main.env
+                .iter()
+                .flatten()
+                .find(|e| e.name == n)
+                .and_then(|e| e.value.clone())
+        };
+        assert_eq!(value("DYN_COMPONENT").as_deref(), Some("decode"));
+        assert_eq!(value("DYN_NAMESPACE").as_deref(), Some("ns-g"));
+        assert_eq!(value("OWN").as_deref(), Some("job"));
+        assert_eq!(value("JOB").as_deref(), Some("1"));
+        assert!(main.startup_probe.is_some(), "the worker's default probes");
+        assert_eq!(main.readiness_probe.as_ref().unwrap().period_seconds, Some(3));
+        assert!(main.ports.as_ref().is_some_and(|p| !p.is_empty()));
+
+        // A target container the component does not have is refused.
+        let mut missing = enabled();
+        missing.target_container_name = Some("nope".into());
+        let g = graph(
+            &d,
+            vec![with_checkpoint(component("W2", ComponentType::Worker), missing)],
+        );
+        let err = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        assert!(err.awaits_change(), "{err}");
+        assert!(err.to_string().contains("\"nope\" not found"), "{err}");
     }
 }
