@@ -17,7 +17,12 @@
 //!   account on planners, and `nvidia.com/restartAt` when a restart asks for it (otherwise the
 //!   live DCD's value is kept, so restarts are never undone).
 //! - **Replicas**: the component's, except for components with a scaling adapter: then
-//!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it.
+//!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it; and
+//!   0 while a `WaitForCheckpoint` component's checkpoint is not Ready.
+//! - **Checkpoint** (`experimental.checkpoint.enabled`): once the component's DynamoCheckpoint
+//!   exists, the DCD names it (`checkpointRef`, `startupPolicy`; no `identity`, no `job`), so the
+//!   DCD controller restores from exactly that one; an `Immediate` component's pod template
+//!   carries the restore-candidate annotations (`pod_render::restore::metadata`).
 //! - A controller owner reference to the graph (garbage collection deletes DCDs with it).
 //!
 //! # Writing only what changed
@@ -392,7 +397,11 @@ fn checkpoint_startup(spec: &mut DynamoComponentDeploymentSharedSpec, info: &Che
     if !info.enabled {
         return;
     }
-    if let Some(name) = info.checkpoint_name.as_ref().filter(|n| info.exists && !n.is_empty()) {
+    if let Some(name) = info
+        .checkpoint_name
+        .as_ref()
+        .filter(|n| info.exists && !n.is_empty())
+    {
         let checkpoint = spec
             .experimental
             .get_or_insert_with(Default::default)
@@ -976,7 +985,9 @@ mod tests {
     /// are upstream's `TestComponentWorkloadsReconciler_ApplyCheckpointStartupPolicy`).
     #[test]
     fn the_dcd_names_its_checkpoint_and_waits_for_it() {
-        use api::snapshot::{ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, TARGET_CONTAINERS_ANNOTATION};
+        use api::snapshot::{
+            ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, TARGET_CONTAINERS_ANNOTATION,
+        };
         let info = |policy, exists: bool, ready: bool| reconcilers::checkpoints::CheckpointInfo {
             enabled: true,
             exists,
@@ -993,11 +1004,41 @@ mod tests {
         use CheckpointStartupPolicy::{Immediate, WaitForCheckpoint};
         // (case, info, replicas, names the checkpoint, restore-candidate annotations)
         let rows = [
-            ("immediate stamps stable restore candidate metadata", info(Immediate, true, true), 1, true, true),
-            ("wait for checkpoint gates replicas until ready", info(WaitForCheckpoint, true, false), 0, true, false),
-            ("wait for checkpoint starts once ready", info(WaitForCheckpoint, true, true), 1, true, false),
-            ("no checkpoint yet: the component's own config", info(WaitForCheckpoint, false, false), 0, false, false),
-            ("immediate without a checkpoint: nothing to name", info(Immediate, false, false), 1, false, false),
+            (
+                "immediate stamps stable restore candidate metadata",
+                info(Immediate, true, true),
+                1,
+                true,
+                true,
+            ),
+            (
+                "wait for checkpoint gates replicas until ready",
+                info(WaitForCheckpoint, true, false),
+                0,
+                true,
+                false,
+            ),
+            (
+                "wait for checkpoint starts once ready",
+                info(WaitForCheckpoint, true, true),
+                1,
+                true,
+                false,
+            ),
+            (
+                "no checkpoint yet: the component's own config",
+                info(WaitForCheckpoint, false, false),
+                0,
+                false,
+                false,
+            ),
+            (
+                "immediate without a checkpoint: nothing to name",
+                info(Immediate, false, false),
+                1,
+                false,
+                false,
+            ),
         ];
         for (name, info, replicas, named, candidate) in rows {
             let mut g = graph();
@@ -1008,7 +1049,10 @@ mod tests {
                 .get_or_insert_with(Default::default)
                 .metadata
                 .get_or_insert_with(Default::default);
-            meta.labels = Some(BTreeMap::from([(CHECKPOINT_ID_LABEL.into(), "stale".into())]));
+            meta.labels = Some(BTreeMap::from([(
+                CHECKPOINT_ID_LABEL.into(),
+                "stale".into(),
+            )]));
             meta.annotations = Some(BTreeMap::from([(
                 ARTIFACT_VERSION_ANNOTATION.into(),
                 "stale".into(),
@@ -1028,25 +1072,56 @@ mod tests {
             assert_eq!(dcds[0].spec.component.replicas, Some(1), "{name}");
             let dcd = &dcds[1].spec.component;
             assert_eq!(dcd.replicas, Some(replicas), "{name}");
-            let ckpt = dcd.experimental.as_ref().unwrap().checkpoint.as_ref().unwrap();
+            let ckpt = dcd
+                .experimental
+                .as_ref()
+                .unwrap()
+                .checkpoint
+                .as_ref()
+                .unwrap();
             assert_eq!(ckpt.checkpoint_ref.is_some(), named, "{name}");
             if named {
-                assert_eq!(ckpt.checkpoint_ref.as_deref(), Some("checkpoint-name"), "{name}");
+                assert_eq!(
+                    ckpt.checkpoint_ref.as_deref(),
+                    Some("checkpoint-name"),
+                    "{name}"
+                );
                 assert!(ckpt.identity.is_none() && ckpt.job.is_none(), "{name}");
             } else {
                 assert!(ckpt.job.is_some(), "{name}: the component's config is kept");
             }
-            let meta = dcd.pod_template.as_ref().unwrap().metadata.as_ref().unwrap();
+            let meta = dcd
+                .pod_template
+                .as_ref()
+                .unwrap()
+                .metadata
+                .as_ref()
+                .unwrap();
             let annotations = meta.annotations.clone().unwrap_or_default();
             let labels = meta.labels.clone().unwrap_or_default();
             if candidate {
                 assert!(!labels.contains_key(CHECKPOINT_ID_LABEL), "{name}");
-                assert_eq!(annotations[labels::CHECKPOINT_RESTORE_CANDIDATE], "true", "{name}");
-                assert_eq!(annotations[labels::CHECKPOINT_NAME], "checkpoint-name", "{name}");
-                assert_eq!(annotations[labels::CHECKPOINT_STARTUP_POLICY], "Immediate", "{name}");
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_RESTORE_CANDIDATE],
+                    "true",
+                    "{name}"
+                );
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_NAME],
+                    "checkpoint-name",
+                    "{name}"
+                );
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_STARTUP_POLICY],
+                    "Immediate",
+                    "{name}"
+                );
                 assert_eq!(annotations[TARGET_CONTAINERS_ANNOTATION], "main", "{name}");
             } else {
-                assert!(!annotations.contains_key(labels::CHECKPOINT_RESTORE_CANDIDATE), "{name}");
+                assert!(
+                    !annotations.contains_key(labels::CHECKPOINT_RESTORE_CANDIDATE),
+                    "{name}"
+                );
             }
         }
     }

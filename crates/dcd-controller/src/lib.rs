@@ -15,19 +15,25 @@
 //! 2. [`api::validate::validate_dcd`]: on violations `Available=False`, reason `InvalidSpec`,
 //!    the violations as message, a `Warning` event, no child touched, no retry until the DCD
 //!    changes.
-//! 3. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
+//! 3. With `experimental.checkpoint.enabled`, the component's checkpoint
+//!    (`reconcilers::checkpoints::resolve_component`): the DynamoCheckpoint `checkpointRef`
+//!    names (the graph names its resolved checkpoint so), else the one of `identity`, else none
+//!    yet; a Ready one of a `WaitForCheckpoint` component with the snapshot agent's storage. A
+//!    missing referenced checkpoint or agent: `Available=False`, reason `CheckpointUnresolved`,
+//!    nothing touched, retried.
+//! 4. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
 //!    `<dcd>-0` when the cluster serves `leaderworkerset.x-k8s.io/v1`
 //!    ([`DcdReconciler::with_leader_worker_set`]); otherwise `Available=False`, reason
 //!    `LeaderWorkerSetUnavailable`, one `Warning` event, and nothing is touched (no workload, no
 //!    Service) until the DCD changes.
-//! 4. The Service: applied when wanted, deleted (uid precondition) when not wanted and
+//! 5. The Service: applied when wanted, deleted (uid precondition) when not wanted and
 //!    controlled by this DCD.
-//! 5. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
+//! 6. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
 //!    Grove pathway runs too): `dynamo-model-<hash>`, shared by every DCD of the namespace
 //!    serving the model, each holding a non-controller owner reference and applying under a
 //!    field manager of its own; a DCD whose `modelRef` is removed or changed gives its part up,
 //!    and the last owner deletes it. A failure: `Available=False`, reason `ServiceSyncFailed`.
-//! 6. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
+//! 7. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
 //!    LeaderWorkerSetNotReady`), `DynamoComponentReady` (`ComponentReady|ComponentNotReady`),
 //!    `component` (`componentKind`, `componentNames`, `runtimeNamespace`, `replicas`,
 //!    `updatedReplicas`, `readyReplicas`, `availableReplicas`, `gpusPerEngine`,
@@ -132,6 +138,19 @@
 //! GPUs once. Validation refuses inter-pod mode, GMS without GPUs on `main`, GMS on a DCD that
 //! belongs to no graph (nothing creates its template) and failover on other backends.
 //!
+//! **Checkpoint restore** (`experimental.checkpoint`; `pod_render::restore`, as on the Grove
+//! pathway): a `WaitForCheckpoint` component whose checkpoint is Ready restores its pods from
+//! it: labels `nvidia.com/snapshot-is-restore-target` and `nvidia.com/snapshot-checkpoint-id`,
+//! annotations `nvidia.com/snapshot-artifact-version` and
+//! `nvidia.com/snapshot-target-containers`; the localhost seccomp profile
+//! `profiles/block-iouring.json`; the snapshot agent's PVC as `checkpoint-storage` mounted on
+//! every target at the agent's base path; the `snapshot-control` emptyDir (`subPath` the target)
+//! with `DYN_SNAPSHOT_CONTROL_DIR`; `sleep infinity` without args and a startup probe polling the
+//! restore; the `podinfo` Downward API volume at `/etc/podinfo`. The targets are
+//! `targetContainerName` (default `main`), or `engine-0` and `engine-1` with intra-pod failover.
+//! An `Immediate` component's template carries the restore-candidate annotations once its
+//! checkpoint exists. (Held at zero replicas while waiting: the graph sets the DCD's replicas.)
+//!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
 //! frontend. Labels as the Deployment (so the sub-component type, component class and base-model
@@ -164,8 +183,10 @@
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService), `dynamoSidecar`, checkpoint restore,
-//! runtime-version-gated defaults (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from
+//! credentials, ingress and Istio VirtualService), `dynamoSidecar`, the pod-create webhook that
+//! restore-shapes `Immediate` components' pods once their checkpoint is Ready (they start cold),
+//! checkpoint storage from operator configuration (it is discovered from the snapshot agent's
+//! DaemonSet), runtime-version-gated defaults (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from
 //! runtime 1.6, canary health checks from 1.5: the conformance images are older), backend-specific multinode wiring
 //! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker
 //! probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
@@ -182,8 +203,8 @@ mod reconcile;
 pub use api::labels::LAST_APPLIED_HASH;
 pub use reconcile::{
     Child, DcdReconciler, Error, FIELD_MANAGER, REASON_CHECKPOINT_UNRESOLVED,
-    REASON_DEPLOYMENT_SYNC_FAILED,
-    REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
+    REASON_DEPLOYMENT_SYNC_FAILED, REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT,
+    REASON_SERVICE_SYNC_FAILED,
 };
 pub use render::{
     Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,

@@ -240,7 +240,11 @@ impl DcdReconciler {
             Err(error) => {
                 let awaits = error.awaits_change();
                 let failed = fail(out, generation, Error::Checkpoint(error));
-                return Err(Box::new(if awaits { failed.await_change() } else { failed }));
+                return Err(Box::new(if awaits {
+                    failed.await_change()
+                } else {
+                    failed
+                }));
             }
         };
         let mut rendered = render_with(

@@ -941,7 +941,10 @@ async fn the_deployment_restores_from_the_checkpoint_the_dcd_names() {
     assert!(pass(&d, &r, WORKER).await.is_err());
     assert!(d.object::<Deployment>(Some(NS), WORKER).is_none());
     let (s, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
-    assert_eq!((s.as_str(), reason.as_str()), ("False", REASON_CHECKPOINT_UNRESOLVED));
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", REASON_CHECKPOINT_UNRESOLVED)
+    );
     assert!(message.contains("\"ckpt\" not found"), "{message}");
 
     // Ready, WaitForCheckpoint: restore-shaped.
@@ -957,10 +960,11 @@ async fn the_deployment_restores_from_the_checkpoint_the_dcd_names() {
         spec.containers[0].command,
         Some(vec!["sleep".to_string(), "infinity".to_string()])
     );
-    assert!(spec.volumes.iter().flatten().any(|v| v
-        .persistent_volume_claim
-        .as_ref()
-        .is_some_and(|p| p.claim_name == "snapshot-pvc")));
+    assert!(spec.volumes.iter().flatten().any(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|p| p.claim_name == "snapshot-pvc")
+    }));
     let (s, _, _) = condition(&d, WORKER, CONDITION_AVAILABLE);
     assert_eq!(s, "False", "the new Deployment is not ready yet");
 

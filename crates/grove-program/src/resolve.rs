@@ -14,11 +14,11 @@ use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
 use api::grove::{ClusterTopologyBinding, PodCliqueSet};
+use grove_render::Checkpoint;
 use k8s_openapi::api::core::v1::Secret;
 use kit::{Reader, ReaderExt, Selector};
 use kube::ResourceExt;
 use reconcilers::checkpoints::{CheckpointInfos, pod_checkpoints};
-use grove_render::Checkpoint;
 use serde_json::Value;
 
 /// Secret type of Docker registry credentials.

@@ -198,7 +198,10 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
 /// The pod-level defaults (termination grace, restart policy, the planner's and EPP's
 /// ServiceAccount, `fsGroup` without a user security context) under the user's pod spec
 /// (without its containers).
-fn pod_level(component: &DynamoComponentDeploymentSharedSpec, user_spec: Option<&PodSpec>) -> PodSpec {
+fn pod_level(
+    component: &DynamoComponentDeploymentSharedSpec,
+    user_spec: Option<&PodSpec>,
+) -> PodSpec {
     let epp = component.r#type == Some(ComponentType::Epp);
     let base = PodSpec {
         termination_grace_period_seconds: Some(if epp {

@@ -34,12 +34,11 @@ use std::collections::BTreeMap;
 use api::labels;
 use api::snapshot::{
     ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, CHECKPOINT_SOURCE_LABEL,
-    CHECKPOINT_STATUS_ANNOTATION, CHECKPOINT_VOLUME, RESTORE_CONTAINER_ID_ANNOTATION,
-    RESTORE_STATUS_ANNOTATION,
-    CONTROL_DIR_ENV, CONTROL_MOUNT_PATH, CONTROL_VOLUME, DEFAULT_SECCOMP_PROFILE,
-    POD_INFO_MOUNT_PATH, POD_INFO_VOLUME, RESTORE_COMPLETE_FILE, RESTORE_PLACEHOLDER_COMMAND,
-    RESTORE_TARGET_LABEL, STORAGE_BASE_PATH_ANNOTATION, STORAGE_TYPE_ANNOTATION,
-    TARGET_CONTAINERS_ANNOTATION,
+    CHECKPOINT_STATUS_ANNOTATION, CHECKPOINT_VOLUME, CONTROL_DIR_ENV, CONTROL_MOUNT_PATH,
+    CONTROL_VOLUME, DEFAULT_SECCOMP_PROFILE, POD_INFO_MOUNT_PATH, POD_INFO_VOLUME,
+    RESTORE_COMPLETE_FILE, RESTORE_CONTAINER_ID_ANNOTATION, RESTORE_PLACEHOLDER_COMMAND,
+    RESTORE_STATUS_ANNOTATION, RESTORE_TARGET_LABEL, STORAGE_BASE_PATH_ANNOTATION,
+    STORAGE_TYPE_ANNOTATION, TARGET_CONTAINERS_ANNOTATION,
 };
 use api::v1beta1::CheckpointStartupPolicy;
 use k8s_openapi::api::core::v1::{
@@ -170,7 +169,12 @@ pub(crate) fn apply(spec: &mut PodSpec, checkpoint: Option<&Checkpoint>) {
         let Some(container) = spec.containers.iter_mut().find(|c| &c.name == name) else {
             continue;
         };
-        add_mount(container, CHECKPOINT_VOLUME, &restore.storage.base_path, None);
+        add_mount(
+            container,
+            CHECKPOINT_VOLUME,
+            &restore.storage.base_path,
+            None,
+        );
         add_mount(container, CONTROL_VOLUME, CONTROL_MOUNT_PATH, Some(name));
         let vars = container.env.get_or_insert_with(Vec::new);
         if !vars.iter().any(|e| e.name == CONTROL_DIR_ENV) {

@@ -99,13 +99,17 @@ impl CheckpointInfo {
     /// The component's workers are held at zero replicas: `WaitForCheckpoint` and the
     /// checkpoint is not Ready.
     pub fn waits(&self) -> bool {
-        self.enabled && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !self.ready
+        self.enabled
+            && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint
+            && !self.ready
     }
 
     /// The component's pod template restores from the checkpoint: `WaitForCheckpoint` and the
     /// checkpoint is Ready (an `Immediate` template never changes with readiness).
     pub fn restores_now(&self) -> bool {
-        self.enabled && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && self.ready
+        self.enabled
+            && self.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint
+            && self.ready
     }
 
     /// What `component`'s pods know of this checkpoint (see `pod_render::restore`): the
@@ -441,7 +445,9 @@ async fn restore(
     }
     let found = match storage {
         Some(found) => found.clone(),
-        None => storage.insert(storage::discover(reader, namespace).await?).clone(),
+        None => storage
+            .insert(storage::discover(reader, namespace).await?)
+            .clone(),
     };
     Ok(Restore {
         checkpoint_id,
@@ -469,7 +475,12 @@ pub async fn resolve_component(
     else {
         return Ok(None);
     };
-    let mut info = match cfg.checkpoint_ref.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+    let mut info = match cfg
+        .checkpoint_ref
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+    {
         Some(reference) => {
             let found: Option<DynamoCheckpoint> = reader
                 .get(Some(namespace), reference)
@@ -1186,7 +1197,12 @@ mod tests {
                 (Ok(Some(info)), Ok(Some((exists, ready, ckpt, restores)))) => {
                     let ckpt = ckpt.map(|n| if n == "hash" { hash.as_str() } else { n });
                     assert_eq!(
-                        (info.exists, info.ready, info.checkpoint_name.as_deref(), info.restore.is_some()),
+                        (
+                            info.exists,
+                            info.ready,
+                            info.checkpoint_name.as_deref(),
+                            info.restore.is_some()
+                        ),
                         (exists, ready, ckpt, restores),
                         "{name}"
                     );
@@ -1232,10 +1248,34 @@ mod tests {
         });
         // (case, component, info, name, targets)
         let rows = [
-            ("main", &plain, info(true, "main"), Some("ckpt"), vec!["main"]),
-            ("targetContainerName", &plain, info(true, "worker"), Some("ckpt"), vec!["worker"]),
-            ("failover engines", &failover, info(true, "main"), Some("ckpt"), vec!["engine-0", "engine-1"]),
-            ("not created yet", &plain, info(false, "main"), None, vec!["main"]),
+            (
+                "main",
+                &plain,
+                info(true, "main"),
+                Some("ckpt"),
+                vec!["main"],
+            ),
+            (
+                "targetContainerName",
+                &plain,
+                info(true, "worker"),
+                Some("ckpt"),
+                vec!["worker"],
+            ),
+            (
+                "failover engines",
+                &failover,
+                info(true, "main"),
+                Some("ckpt"),
+                vec!["engine-0", "engine-1"],
+            ),
+            (
+                "not created yet",
+                &plain,
+                info(false, "main"),
+                None,
+                vec!["main"],
+            ),
         ];
         for (name, c, info, want_name, targets) in rows {
             let pod = info.pod(c);
@@ -1259,7 +1299,8 @@ mod tests {
         let mut c = component("Decode", ComponentType::Decode);
         {
             let spec = c.pod_template.as_mut().unwrap().spec.as_mut().unwrap();
-            spec.containers[0].command = Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
+            spec.containers[0].command =
+                Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
             spec.containers[0].env = Some(vec![env("OWN", "1")]);
             spec.containers.push(Container {
                 name: "sidecar".into(),
@@ -1328,9 +1369,16 @@ mod tests {
         assert_eq!(meta.annotations.as_ref().unwrap()["note"], "job");
         let spec = template.spec.as_ref().unwrap();
         let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["main", "gms-saver"], "only the target, then the job's own");
+        assert_eq!(
+            names,
+            ["main", "gms-saver"],
+            "only the target, then the job's own"
+        );
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
-        assert_eq!(spec.service_account_name.as_deref(), Some("g-k8s-service-discovery"));
+        assert_eq!(
+            spec.service_account_name.as_deref(),
+            Some("g-k8s-service-discovery")
+        );
         assert_eq!(spec.node_selector.as_ref().unwrap()["pool"], "capture");
         assert_eq!(spec.security_context.as_ref().unwrap().fs_group, Some(1000));
         let volumes: Vec<(&str, bool)> = spec
@@ -1357,7 +1405,10 @@ mod tests {
         assert_eq!(value("OWN").as_deref(), Some("job"));
         assert_eq!(value("JOB").as_deref(), Some("1"));
         assert!(main.startup_probe.is_some(), "the worker's default probes");
-        assert_eq!(main.readiness_probe.as_ref().unwrap().period_seconds, Some(3));
+        assert_eq!(
+            main.readiness_probe.as_ref().unwrap().period_seconds,
+            Some(3)
+        );
         assert!(main.ports.as_ref().is_some_and(|p| !p.is_empty()));
 
         // A target container the component does not have is refused.
@@ -1365,9 +1416,15 @@ mod tests {
         missing.target_container_name = Some("nope".into());
         let g = graph(
             &d,
-            vec![with_checkpoint(component("W2", ComponentType::Worker), missing)],
+            vec![with_checkpoint(
+                component("W2", ComponentType::Worker),
+                missing,
+            )],
         );
-        let err = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = reconciler(&d)
+            .reconcile(&g, &mut Vec::new())
+            .await
+            .unwrap_err();
         assert!(err.awaits_change(), "{err}");
         assert!(err.to_string().contains("\"nope\" not found"), "{err}");
     }

@@ -10,8 +10,10 @@
 //!
 //! [`render()`] takes [`Inputs`]: the graph, the PodCliqueSet as it exists, and the facts the
 //! grove program resolved from the cluster beforehand (worker generation, restart stamps,
-//! checkpoint gating, ClusterTopology domains, image pull secrets) plus the operator
-//! [`Settings`]. Every input is read, none is changed, and equal inputs give equal output.
+//! checkpoint gating and restore, ClusterTopology domains, image pull secrets) plus the operator
+//! [`Settings`]. A checkpointed component's clique carries its checkpoint's labels and
+//! annotations and its pod is restore-shaped exactly as on the component pathway
+//! (`pod_render::restore`). Every input is read, none is changed, and equal inputs give equal output.
 //!
 //! - [`names`]: PodCliqueSet, clique, scaling group and Grove child names.
 //! - [`pod`]: the pod spec of a clique (operator defaults under the user's template).

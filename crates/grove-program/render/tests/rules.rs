@@ -773,9 +773,15 @@ fn checkpoint_restore_reaches_the_clique() {
     };
     let pcs = fixture.render(&graph(), None).unwrap();
     let prefill = clique(&pcs, "prefill");
-    assert_eq!(prefill.labels["nvidia.com/snapshot-is-restore-target"], "true");
+    assert_eq!(
+        prefill.labels["nvidia.com/snapshot-is-restore-target"],
+        "true"
+    );
     assert_eq!(prefill.labels["nvidia.com/snapshot-checkpoint-id"], "abc");
-    assert_eq!(prefill.annotations["nvidia.com/snapshot-target-containers"], "main");
+    assert_eq!(
+        prefill.annotations["nvidia.com/snapshot-target-containers"],
+        "main"
+    );
     let main = &prefill.spec.pod_spec.containers[0];
     assert_eq!(
         main.command,
@@ -787,7 +793,11 @@ fn checkpoint_restore_reaches_the_clique() {
         frontend.annotations["nvidia.com/dynamo-checkpoint-restore-candidate"],
         "true"
     );
-    assert!(!frontend.labels.contains_key("nvidia.com/snapshot-is-restore-target"));
+    assert!(
+        !frontend
+            .labels
+            .contains_key("nvidia.com/snapshot-is-restore-target")
+    );
     assert_ne!(
         frontend.spec.pod_spec.containers[0].command,
         Some(vec!["sleep".to_string(), "infinity".to_string()])

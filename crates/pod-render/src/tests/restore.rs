@@ -100,14 +100,20 @@ fn restore_shapes_only_ready_wait_for_checkpoint_pods() {
         .and_then(|v| v.persistent_volume_claim.as_ref())
         .unwrap();
     assert_eq!(pvc.claim_name, "snapshot-pvc");
-    assert_eq!(mount(main, CHECKPOINT_VOLUME).unwrap().mount_path, "/checkpoints");
+    assert_eq!(
+        mount(main, CHECKPOINT_VOLUME).unwrap().mount_path,
+        "/checkpoints"
+    );
     assert!(volume(&spec, CONTROL_VOLUME).unwrap().empty_dir.is_some());
     let control = mount(main, CONTROL_VOLUME).unwrap();
     assert_eq!(
         (control.mount_path.as_str(), control.sub_path.as_deref()),
         ("/snapshot-control", Some("main"))
     );
-    assert_eq!(env_of(main, CONTROL_DIR_ENV).as_deref(), Some("/snapshot-control"));
+    assert_eq!(
+        env_of(main, CONTROL_DIR_ENV).as_deref(),
+        Some("/snapshot-control")
+    );
     let podinfo = mount(main, POD_INFO_VOLUME).unwrap();
     assert_eq!(
         (podinfo.mount_path.as_str(), podinfo.read_only),
@@ -124,7 +130,10 @@ fn restore_shapes_only_ready_wait_for_checkpoint_pods() {
         ("pod_name", "metadata.name"),
         ("pod_uid", "metadata.uid"),
         ("pod_namespace", "metadata.namespace"),
-        ("dyn_namespace", "metadata.labels['nvidia.com/dynamo-namespace']"),
+        (
+            "dyn_namespace",
+            "metadata.labels['nvidia.com/dynamo-namespace']",
+        ),
         (
             "dyn_namespace_worker_suffix",
             "metadata.labels['nvidia.com/dynamo-worker-hash']",
@@ -153,7 +162,12 @@ fn restore_shapes_only_ready_wait_for_checkpoint_pods() {
         .collect();
     assert_eq!(
         names,
-        ["shared-memory", "checkpoint-storage", "snapshot-control", "podinfo"]
+        [
+            "shared-memory",
+            "checkpoint-storage",
+            "snapshot-control",
+            "podinfo"
+        ]
     );
 }
 
@@ -178,7 +192,11 @@ fn failover_engines_are_each_restored() {
     let spec = rendered(&worker, Some(&ready(&["engine-0", "engine-1"])));
     for name in ["engine-0", "engine-1"] {
         let engine = spec.containers.iter().find(|c| c.name == name).unwrap();
-        assert_eq!(engine.command, Some(strings(&["sleep", "infinity"])), "{name}");
+        assert_eq!(
+            engine.command,
+            Some(strings(&["sleep", "infinity"])),
+            "{name}"
+        );
         assert_eq!(engine.args, None, "{name}");
         assert_eq!(
             mount(engine, CONTROL_VOLUME).unwrap().sub_path.as_deref(),
@@ -223,10 +241,26 @@ fn the_restore_startup_probe_waits_for_the_restore() {
     };
     // (case, main as the user writes it on a component without defaults, expected probe)
     let rows = [
-        ("startup probe first", with(true, true, true), polled(probe("startup"))),
-        ("else liveness", with(false, true, true), polled(probe("liveness"))),
-        ("else readiness", with(false, false, true), polled(probe("readiness"))),
-        ("else the sentinel", with(false, false, false), polled(sentinel)),
+        (
+            "startup probe first",
+            with(true, true, true),
+            polled(probe("startup")),
+        ),
+        (
+            "else liveness",
+            with(false, true, true),
+            polled(probe("liveness")),
+        ),
+        (
+            "else readiness",
+            with(false, false, true),
+            polled(probe("readiness")),
+        ),
+        (
+            "else the sentinel",
+            with(false, false, false),
+            polled(sentinel),
+        ),
     ];
     for (name, main, want) in rows {
         // A component without a type has no default probes.
@@ -236,8 +270,14 @@ fn the_restore_startup_probe_waits_for_the_restore() {
         assert_eq!(spec.containers[0].startup_probe, Some(want), "{name}");
         // The liveness and readiness probes are kept.
         let own = &c.main_container().unwrap();
-        assert_eq!(spec.containers[0].liveness_probe, own.liveness_probe, "{name}");
-        assert_eq!(spec.containers[0].readiness_probe, own.readiness_probe, "{name}");
+        assert_eq!(
+            spec.containers[0].liveness_probe, own.liveness_probe,
+            "{name}"
+        );
+        assert_eq!(
+            spec.containers[0].readiness_probe, own.readiness_probe,
+            "{name}"
+        );
     }
     // A worker's default startup probe becomes the restore probe.
     let spec = rendered(&worker_with(vec![vllm_main()]), Some(&ready(&["main"])));
@@ -283,8 +323,18 @@ fn restore_keeps_what_is_already_there() {
             .count()
     };
     assert_eq!(count(CHECKPOINT_VOLUME), 1);
-    assert!(volume(&spec, CHECKPOINT_VOLUME).unwrap().persistent_volume_claim.is_none());
-    assert_eq!(mount(&spec.containers[0], CHECKPOINT_VOLUME).unwrap().mount_path, "/mine");
+    assert!(
+        volume(&spec, CHECKPOINT_VOLUME)
+            .unwrap()
+            .persistent_volume_claim
+            .is_none()
+    );
+    assert_eq!(
+        mount(&spec.containers[0], CHECKPOINT_VOLUME)
+            .unwrap()
+            .mount_path,
+        "/mine"
+    );
     let mut again = spec.clone();
     crate::restore::apply(&mut again, Some(&ready(&["main"])));
     assert_eq!(again, spec);
@@ -296,7 +346,10 @@ fn restore_keeps_what_is_already_there() {
 fn template_metadata_names_the_checkpoint() {
     type Map = BTreeMap<String, String>;
     let map = |pairs: &[(&str, &str)]| -> Map {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     let immediate = |name: Option<&str>, targets: &[&str]| Checkpoint {
         name: name.map(str::to_string),
@@ -311,7 +364,8 @@ fn template_metadata_names_the_checkpoint() {
         ("nvidia.com/snapshot-restore-status-like", "kept"),
         (TARGET_CONTAINERS_ANNOTATION, "stale"),
         (ARTIFACT_VERSION_ANNOTATION, "stale"),
-        ("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept"),
+        ("keep", "a"),
+        ("nvidia.com/snapshot-restore-status-like", "kept"),
     ]);
     // (case, checkpoint, labels, annotations) after the stale values above
     let rows: [(&str, Checkpoint, Map, Map); 6] = [
@@ -326,7 +380,8 @@ fn template_metadata_names_the_checkpoint() {
             map(&[
                 (ARTIFACT_VERSION_ANNOTATION, "1"),
                 (TARGET_CONTAINERS_ANNOTATION, "main"),
-                ("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept"),
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
             ]),
         ),
         (
@@ -340,7 +395,8 @@ fn template_metadata_names_the_checkpoint() {
             map(&[
                 (ARTIFACT_VERSION_ANNOTATION, "1"),
                 (TARGET_CONTAINERS_ANNOTATION, "engine-0,engine-1"),
-                ("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept"),
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
             ]),
         ),
         (
@@ -350,7 +406,10 @@ fn template_metadata_names_the_checkpoint() {
                 ..ready(&["main"])
             },
             map(&[("keep", "l")]),
-            map(&[("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept")]),
+            map(&[
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
+            ]),
         ),
         (
             "ready checkpoint stamps candidate metadata without restore labels",
@@ -361,20 +420,27 @@ fn template_metadata_names_the_checkpoint() {
                 ("nvidia.com/dynamo-checkpoint-name", "worker-checkpoint"),
                 ("nvidia.com/dynamo-checkpoint-startup-policy", "Immediate"),
                 (TARGET_CONTAINERS_ANNOTATION, "engine-0,engine-1"),
-                ("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept"),
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
             ]),
         ),
         (
             "no checkpoint yet: no candidate",
             immediate(None, &["main"]),
             map(&[("keep", "l")]),
-            map(&[("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept")]),
+            map(&[
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
+            ]),
         ),
         (
             "empty name: no candidate",
             immediate(Some(""), &["main"]),
             map(&[("keep", "l")]),
-            map(&[("keep", "a"), ("nvidia.com/snapshot-restore-status-like", "kept")]),
+            map(&[
+                ("keep", "a"),
+                ("nvidia.com/snapshot-restore-status-like", "kept"),
+            ]),
         ),
     ];
     for (name, checkpoint, want_labels, want_annotations) in rows {

@@ -14,9 +14,9 @@
 
 use std::collections::BTreeMap;
 
+use api::DynamoGraphDeployment;
 use api::labels;
 use api::v1beta1::{ComponentCheckpointConfig, DynamoComponentDeploymentSharedSpec};
-use api::DynamoGraphDeployment;
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
@@ -50,7 +50,10 @@ pub(crate) fn template(
         )));
     }
     spec.restart_policy = Some("Never".into());
-    let own = component.pod_template.as_ref().and_then(|t| t.metadata.as_ref());
+    let own = component
+        .pod_template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref());
     let mut pod_labels = own.and_then(|m| m.labels.clone()).unwrap_or_default();
     let mut annotations = own.and_then(|m| m.annotations.clone()).unwrap_or_default();
     pod_labels.insert(labels::DYNAMO_COMPONENT.into(), component.name.clone());
@@ -93,13 +96,18 @@ fn pod(
         experimental.gpu_memory_service = None;
         experimental.failover = None;
     }
-    if stripped.experimental.as_ref().is_some_and(|e| e.grove.is_none()) {
+    if stripped
+        .experimental
+        .as_ref()
+        .is_some_and(|e| e.grove.is_none())
+    {
         stripped.experimental = None;
     }
     stripped.frontend_sidecar = None;
     let graph = dgd.name_any();
     let namespace = dgd.namespace().unwrap_or_default();
-    let dynamo_namespace = naming::dynamo_namespace(component.global_dynamo_namespace, &namespace, &graph);
+    let dynamo_namespace =
+        naming::dynamo_namespace(component.global_dynamo_namespace, &namespace, &graph);
     let worker_hash = naming::is_worker(component.r#type).then(|| rollout::worker_hash(dgd));
     // The discovery mode the pod-level defaults read: the component's annotation, else the
     // graph's.
@@ -147,7 +155,9 @@ fn merge_spec(spec: &mut PodSpec, over: &PodSpec) -> std::result::Result<(), ser
     let mut merged = serde_json::to_value(&*spec)?;
     pod_render::merge::merge(&mut merged, &serde_json::to_value(&rest)?);
     *spec = serde_json::from_value(merged)?;
-    spec.volumes = non_empty(by_name(rendered_volumes, volumes, |v: &Volume| v.name.clone()));
+    spec.volumes = non_empty(by_name(rendered_volumes, volumes, |v: &Volume| {
+        v.name.clone()
+    }));
     spec.init_containers = non_empty(by_name(rendered_init, init_containers, |c: &Container| {
         c.name.clone()
     }));

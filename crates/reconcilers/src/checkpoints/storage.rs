@@ -14,11 +14,15 @@ use crate::error::{Error, Result};
 
 /// The checkpoint storage of `namespace` (see the module docs).
 pub async fn discover(reader: &dyn Reader, namespace: &str) -> Result<Storage> {
-    let selector = Selector::from_iter([(AGENT_LABEL_KEY.to_string(), AGENT_LABEL_VALUE.to_string())]);
-    let agents: Vec<DaemonSet> = reader
-        .list(Some(namespace), &selector)
-        .await
-        .map_err(Error::api(format!("list snapshot-agent DaemonSets in {namespace}")))?;
+    let selector =
+        Selector::from_iter([(AGENT_LABEL_KEY.to_string(), AGENT_LABEL_VALUE.to_string())]);
+    let agents: Vec<DaemonSet> =
+        reader
+            .list(Some(namespace), &selector)
+            .await
+            .map_err(Error::api(format!(
+                "list snapshot-agent DaemonSets in {namespace}"
+            )))?;
     from_daemon_sets(namespace, &agents).map_err(Error::Missing)
 }
 
@@ -75,8 +79,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::apps::v1::DaemonSetSpec;
     use k8s_openapi::api::core::v1::{
-        Container, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume,
-        VolumeMount,
+        Container, PersistentVolumeClaimVolumeSource, PodSpec, PodTemplateSpec, Volume, VolumeMount,
     };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -140,7 +143,11 @@ mod tests {
     /// `TestDiscoverStorageFromDaemonSetsUsesCheckpointsVolume` and its missing-agent case).
     #[test]
     fn storage_is_the_agents_checkpoints_claim_and_mount() {
-        type Row = (&'static str, Vec<DaemonSet>, Result<(&'static str, &'static str), &'static str>);
+        type Row = (
+            &'static str,
+            Vec<DaemonSet>,
+            Result<(&'static str, &'static str), &'static str>,
+        );
         let rows: Vec<Row> = vec![
             (
                 "the checkpoints volume, not another claim",
@@ -148,11 +155,18 @@ mod tests {
                     "snapshot-agent",
                     "agent",
                     &[("cache", "/cache"), ("checkpoints", "/checkpoints")],
-                    &[("cache", Some("cache-pvc")), ("checkpoints", Some("snapshot-pvc"))],
+                    &[
+                        ("cache", Some("cache-pvc")),
+                        ("checkpoints", Some("snapshot-pvc")),
+                    ],
                 )],
                 Ok(("snapshot-pvc", "/checkpoints")),
             ),
-            ("no agent", vec![], Err("no snapshot-agent daemonset found in namespace ns")),
+            (
+                "no agent",
+                vec![],
+                Err("no snapshot-agent daemonset found in namespace ns"),
+            ),
             (
                 "trailing slash trimmed",
                 vec![agent(
@@ -165,19 +179,34 @@ mod tests {
             ),
             (
                 "not a claim",
-                vec![agent("a", "agent", &[("checkpoints", "/c")], &[("checkpoints", None)])],
+                vec![agent(
+                    "a",
+                    "agent",
+                    &[("checkpoints", "/c")],
+                    &[("checkpoints", None)],
+                )],
                 Err("does not mount a PVC-backed checkpoint volume (a)"),
             ),
             (
                 "another container's mount",
-                vec![agent("a", "helper", &[("checkpoints", "/c")], &[("checkpoints", Some("p"))])],
+                vec![agent(
+                    "a",
+                    "helper",
+                    &[("checkpoints", "/c")],
+                    &[("checkpoints", Some("p"))],
+                )],
                 Err("does not mount a PVC-backed checkpoint volume (a)"),
             ),
             (
                 "the first usable agent",
                 vec![
                     agent("a", "agent", &[], &[]),
-                    agent("b", "agent", &[("checkpoints", "/b")], &[("checkpoints", Some("pb"))]),
+                    agent(
+                        "b",
+                        "agent",
+                        &[("checkpoints", "/b")],
+                        &[("checkpoints", Some("pb"))],
+                    ),
                 ],
                 Ok(("pb", "/b")),
             ),
@@ -186,7 +215,11 @@ mod tests {
             let got = from_daemon_sets("ns", &agents);
             match (got, want) {
                 (Ok(s), Ok((pvc, path))) => {
-                    assert_eq!((s.pvc_name.as_str(), s.base_path.as_str()), (pvc, path), "{name}")
+                    assert_eq!(
+                        (s.pvc_name.as_str(), s.base_path.as_str()),
+                        (pvc, path),
+                        "{name}"
+                    )
                 }
                 (Err(e), Err(needle)) => assert!(e.contains(needle), "{name}: {e}"),
                 (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
