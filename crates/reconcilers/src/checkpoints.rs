@@ -23,8 +23,10 @@
 //! from the checkpoint's `nvidia.com/snapshot-artifact-version` annotation, default `1`, and
 //! the artifact storage the snapshot agent's DaemonSet mounts, [`storage`]), and
 //! [`CheckpointInfo::pod`] is what `pod-render` shapes the pod template with. An `Immediate`
-//! component's template only names its checkpoint (see `pod_render::restore`). The component
-//! pathway's DCD controller resolves the same for its DCD with [`resolve_component`].
+//! component's template only names its checkpoint (see `pod_render::restore`). As upstream, the
+//! graph step itself does not read the storage: the Grove pathway resolves it before rendering
+//! ([`resolve_restores`]), the component pathway's DCD controller for its DCD
+//! ([`resolve_component`]).
 //!
 //! **Capture pod.** The automatic checkpoint's pod template is the component's pod as
 //! `pod-render` renders it ([`capture`]), with `checkpoint.job.podTemplate` merged over it.
@@ -210,7 +212,6 @@ impl CheckpointReconciler {
     ) -> Result<Resolved> {
         let mut resolved = Resolved::default();
         let mut checkpoints: Option<Vec<DynamoCheckpoint>> = None;
-        let mut storage: Option<Storage> = None;
         for component in &dgd.spec.components {
             let Some(cfg) = component
                 .experimental
@@ -226,7 +227,7 @@ impl CheckpointReconciler {
                     component.name
                 )));
             }
-            let mut info = match cfg
+            let info = match cfg
                 .checkpoint_ref
                 .as_deref()
                 .map(str::trim)
@@ -245,10 +246,6 @@ impl CheckpointReconciler {
                     }
                 }
             };
-            if info.restores_now() {
-                let ns = dgd.namespace().unwrap_or_default();
-                info.restore = Some(restore(&*self.reader, &ns, &info, &mut storage).await?);
-            }
             resolved
                 .statuses
                 .insert(component.name.clone(), info.status());
@@ -420,6 +417,22 @@ fn from_checkpoint(
             .to_string(),
         restore: None,
     }
+}
+
+/// Resolve the restore of every checkpoint of `infos` the pods restore from now (Ready,
+/// `WaitForCheckpoint`; [`CheckpointInfo::restores_now`]) in `namespace`, discovering the
+/// storage once. The Grove pathway renders with these; the component pathway's DCD controller
+/// resolves its own ([`resolve_component`]), as upstream's do.
+pub async fn resolve_restores(
+    reader: &dyn Reader,
+    namespace: &str,
+    infos: &mut CheckpointInfos,
+) -> Result<()> {
+    let mut storage = None;
+    for info in infos.values_mut().filter(|i| i.restores_now()) {
+        info.restore = Some(restore(reader, namespace, info, &mut storage).await?);
+    }
+    Ok(())
 }
 
 /// The restore of a Ready checkpoint `info` in `namespace`: its id (`status.checkpointID`, else
@@ -864,9 +877,17 @@ mod tests {
             ..Default::default()
         });
         d.insert(ready);
+        let mut resolved = r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        assert!(resolved.infos["Decode"].restores_now());
+        assert_eq!(
+            resolved.infos["Decode"].restore, None,
+            "the graph step reads no storage"
+        );
         // Ready and WaitForCheckpoint: the pods restore, from the storage the snapshot agent
         // mounts; without the agent there is nothing to restore from yet.
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = resolve_restores(&*d.reader(), "ns", &mut resolved.infos)
+            .await
+            .unwrap_err();
         assert!(
             err.to_string()
                 .contains("no snapshot-agent daemonset found in namespace ns"),
@@ -874,7 +895,9 @@ mod tests {
         );
         assert!(!err.awaits_change());
         d.insert(snapshot_agent("ns", "snapshot-pvc", "/checkpoints"));
-        let resolved = r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        resolve_restores(&*d.reader(), "ns", &mut resolved.infos)
+            .await
+            .unwrap();
         assert_eq!(
             resolved.infos["Decode"].restore,
             Some(Restore {
