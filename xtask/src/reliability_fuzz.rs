@@ -439,6 +439,7 @@ fn render_graph(dgd: &DynamoGraphDeployment) -> String {
         workers: &workers,
         restart: None,
         waiting_for_checkpoint: &waiting,
+        checkpoints: &BTreeMap::new(),
         topology_domains: &[],
         pull_secrets: &pull,
         settings: &settings,

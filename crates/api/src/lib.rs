@@ -33,6 +33,7 @@ pub mod metadata;
 pub mod runtime_version;
 pub mod scaling_adapter;
 mod schema;
+pub mod snapshot;
 #[cfg(feature = "reconcile")]
 mod status;
 pub mod v1alpha1;

@@ -17,16 +17,13 @@ use crate::decide::{Artifact, Attempt, JobState};
 
 /// Label (Job, pod, artifact record): name of the owning DynamoCheckpoint.
 pub const CHECKPOINT_NAME_LABEL: &str = "nvidia.com/checkpoint-name";
-/// Label (Job, pod, artifact record): the identity hash, as upstream's snapshot protocol names it.
-pub const CHECKPOINT_ID_LABEL: &str = "nvidia.com/snapshot-checkpoint-id";
-/// Label (pod): marks the pod the snapshot agent captures.
-pub const CHECKPOINT_SOURCE_LABEL: &str = "nvidia.com/snapshot-is-checkpoint-source";
-/// Annotation (pod): the container to capture.
-pub const TARGET_CONTAINERS_ANNOTATION: &str = "nvidia.com/snapshot-target-containers";
-/// Annotation (pod): the snapshot artifact format version.
-pub const ARTIFACT_VERSION_ANNOTATION: &str = "nvidia.com/snapshot-artifact-version";
-/// The artifact format version this controller writes.
-pub const ARTIFACT_VERSION: &str = "1";
+/// Label (Job, pod, artifact record): the identity hash, as upstream's snapshot protocol names
+/// it; the capture pod's snapshot labels and annotations (the snapshot protocol, shared with the
+/// restore side in `pod-render`).
+pub use api::snapshot::{
+    ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, CHECKPOINT_SOURCE_LABEL,
+    DEFAULT_ARTIFACT_VERSION as ARTIFACT_VERSION, TARGET_CONTAINERS_ANNOTATION,
+};
 /// Annotation (user, on the DynamoCheckpoint): an opaque token; a value no attempt honoured yet
 /// requests a rebuild. The honoured value is recorded in `status.observedRebuildToken` and on
 /// the attempt's Job.
@@ -39,7 +36,7 @@ pub const GENERATION_ANNOTATION: &str = "nvidia.com/checkpoint-generation";
 /// Where the capture stores artifacts (upstream's checkpoint base path).
 pub const STORAGE_BASE_PATH: &str = "/checkpoints";
 /// The storage type reported in status.
-pub const STORAGE_TYPE: &str = "pvc";
+pub use api::snapshot::STORAGE_TYPE_PVC as STORAGE_TYPE;
 /// Default container to capture.
 pub const DEFAULT_TARGET_CONTAINER: &str = "main";
 /// Default run time limit of a capture Job.

@@ -13,7 +13,6 @@
 //! graph look ready early.
 
 use api::DgdState;
-use api::v1beta1::CheckpointStartupPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
 use reconcilers::checkpoints::CheckpointInfos;
@@ -35,9 +34,7 @@ pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
 pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
     let mut waiting: Vec<String> = infos
         .iter()
-        .filter(|(_, i)| {
-            i.enabled && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !i.ready
-        })
+        .filter(|(_, i)| i.waits())
         .map(|(name, i)| match &i.checkpoint_name {
             Some(ckpt) => format!("{name} ({ckpt})"),
             None => name.clone(),

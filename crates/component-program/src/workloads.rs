@@ -17,7 +17,12 @@
 //!   account on planners, and `nvidia.com/restartAt` when a restart asks for it (otherwise the
 //!   live DCD's value is kept, so restarts are never undone).
 //! - **Replicas**: the component's, except for components with a scaling adapter: then
-//!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it.
+//!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it; and
+//!   0 while a `WaitForCheckpoint` component's checkpoint is not Ready.
+//! - **Checkpoint** (`experimental.checkpoint.enabled`): once the component's DynamoCheckpoint
+//!   exists, the DCD names it (`checkpointRef`, `startupPolicy`; no `identity`, no `job`), so the
+//!   DCD controller restores from exactly that one; an `Immediate` component's pod template
+//!   carries the restore-candidate annotations (`pod_render::restore::metadata`).
 //! - A controller owner reference to the graph (garbage collection deletes DCDs with it).
 //!
 //! # Writing only what changed
@@ -48,7 +53,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
-use reconcilers::checkpoints::CheckpointInfos;
+use reconcilers::checkpoints::{CheckpointInfo, CheckpointInfos};
 use reconcilers::naming;
 use reconcilers::restart::RestartStamps;
 use reconcilers::rollout::WorkerGeneration;
@@ -370,13 +375,8 @@ pub fn render(
                 .map(str::to_string)
                 .or(live_restart);
             let mut dcd = render_one(dgd, component, name, &generation.target, restart_at, &owner);
-            let waits = checkpoints.get(&component.name).is_some_and(|i| {
-                i.enabled
-                    && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint
-                    && !i.ready
-            });
-            if waits {
-                dcd.spec.component.replicas = Some(0);
+            if let Some(info) = checkpoints.get(&component.name) {
+                checkpoint_startup(&mut dcd.spec.component, info);
             }
             CHILDREN.stamp(&mut dcd).map_err(|source| Error::Convert {
                 name: dcd.name_any(),
@@ -385,6 +385,51 @@ pub fn render(
             Ok(dcd)
         })
         .collect()
+}
+
+/// The resolved checkpoint on a component's DCD, as upstream's graph controller hands it
+/// down: once the checkpoint exists the DCD names it (`checkpointRef`, with the startup policy;
+/// no `identity`, no `job`), so the DCD controller restores from exactly that one; a
+/// `WaitForCheckpoint` component waits at zero replicas until it is Ready; an `Immediate`
+/// component's pod template carries the restore-candidate annotations
+/// (`pod_render::restore::metadata`).
+fn checkpoint_startup(spec: &mut DynamoComponentDeploymentSharedSpec, info: &CheckpointInfo) {
+    if !info.enabled {
+        return;
+    }
+    if let Some(name) = info
+        .checkpoint_name
+        .as_ref()
+        .filter(|n| info.exists && !n.is_empty())
+    {
+        let checkpoint = spec
+            .experimental
+            .get_or_insert_with(Default::default)
+            .checkpoint
+            .get_or_insert_with(Default::default);
+        checkpoint.enabled = true;
+        checkpoint.checkpoint_ref = Some(name.clone());
+        checkpoint.identity = None;
+        checkpoint.job = None;
+        checkpoint.startup_policy = Some(info.startup_policy);
+    }
+    if info.waits() {
+        spec.replicas = Some(0);
+        return;
+    }
+    if info.startup_policy == CheckpointStartupPolicy::Immediate {
+        let pod = info.pod(spec);
+        let meta = spec
+            .pod_template
+            .get_or_insert_with(PodTemplateSpec::default)
+            .metadata
+            .get_or_insert_with(ObjectMeta::default);
+        let mut pod_labels = meta.labels.take().unwrap_or_default();
+        let mut annotations = meta.annotations.take().unwrap_or_default();
+        pod_render::restore::metadata(&mut pod_labels, &mut annotations, &pod);
+        meta.labels = (!pod_labels.is_empty()).then_some(pod_labels);
+        meta.annotations = (!annotations.is_empty()).then_some(annotations);
+    }
 }
 
 fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, Error> {
@@ -952,33 +997,149 @@ mod tests {
         ));
     }
 
+    /// The resolved checkpoint on the DCD (upstream's `applyCheckpointStartupPolicy`; rows 1-2
+    /// are upstream's `TestComponentWorkloadsReconciler_ApplyCheckpointStartupPolicy`).
     #[test]
-    fn a_component_waiting_for_its_checkpoint_renders_zero_replicas() {
-        let mut g = graph();
-        g.metadata.uid = Some("uid-1".into());
-        let info = reconcilers::checkpoints::CheckpointInfo {
+    fn the_dcd_names_its_checkpoint_and_waits_for_it() {
+        use api::snapshot::{
+            ARTIFACT_VERSION_ANNOTATION, CHECKPOINT_ID_LABEL, TARGET_CONTAINERS_ANNOTATION,
+        };
+        let info = |policy, exists: bool, ready: bool| reconcilers::checkpoints::CheckpointInfo {
             enabled: true,
-            exists: true,
-            ready: false,
-            checkpoint_name: Some("ckpt".into()),
-            identity_hash: None,
+            exists,
+            ready,
+            checkpoint_name: exists.then(|| "checkpoint-name".into()),
+            identity_hash: Some("checkpoint-id".into()),
             checkpoint_id: None,
-            startup_policy: CheckpointStartupPolicy::WaitForCheckpoint,
+            startup_policy: policy,
             automatic: false,
             target_container: MAIN_CONTAINER_NAME.into(),
+            artifact_version: "1".into(),
+            restore: None,
         };
-        let mut infos = CheckpointInfos::from([("VllmDecodeWorker".to_string(), info)]);
-        let generation = WorkerGeneration::settled("h");
-        let waiting = render(&g, &generation, None, &infos, &BTreeMap::new()).unwrap();
-        assert_eq!(waiting[1].spec.component.replicas, Some(0));
-        assert_eq!(waiting[0].spec.component.replicas, Some(1));
-        infos.get_mut("VllmDecodeWorker").unwrap().ready = true;
-        let ready = render(&g, &generation, None, &infos, &BTreeMap::new()).unwrap();
-        assert_eq!(ready[1].spec.component.replicas, Some(1));
-        assert_ne!(
-            waiting[1].annotations()[LAST_APPLIED_HASH],
-            ready[1].annotations()[LAST_APPLIED_HASH]
-        );
+        use CheckpointStartupPolicy::{Immediate, WaitForCheckpoint};
+        // (case, info, replicas, names the checkpoint, restore-candidate annotations)
+        let rows = [
+            (
+                "immediate stamps stable restore candidate metadata",
+                info(Immediate, true, true),
+                1,
+                true,
+                true,
+            ),
+            (
+                "wait for checkpoint gates replicas until ready",
+                info(WaitForCheckpoint, true, false),
+                0,
+                true,
+                false,
+            ),
+            (
+                "wait for checkpoint starts once ready",
+                info(WaitForCheckpoint, true, true),
+                1,
+                true,
+                false,
+            ),
+            (
+                "no checkpoint yet: the component's own config",
+                info(WaitForCheckpoint, false, false),
+                0,
+                false,
+                false,
+            ),
+            (
+                "immediate without a checkpoint: nothing to name",
+                info(Immediate, false, false),
+                1,
+                false,
+                false,
+            ),
+        ];
+        for (name, info, replicas, named, candidate) in rows {
+            let mut g = graph();
+            g.metadata.uid = Some("uid-1".into());
+            let worker = &mut g.spec.components[1];
+            let meta = worker
+                .pod_template
+                .get_or_insert_with(Default::default)
+                .metadata
+                .get_or_insert_with(Default::default);
+            meta.labels = Some(BTreeMap::from([(
+                CHECKPOINT_ID_LABEL.into(),
+                "stale".into(),
+            )]));
+            meta.annotations = Some(BTreeMap::from([(
+                ARTIFACT_VERSION_ANNOTATION.into(),
+                "stale".into(),
+            )]));
+            worker.experimental = Some(api::v1beta1::ExperimentalSpec {
+                checkpoint: Some(api::v1beta1::ComponentCheckpointConfig {
+                    enabled: true,
+                    startup_policy: Some(info.startup_policy),
+                    job: Some(Default::default()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            let infos = CheckpointInfos::from([("VllmDecodeWorker".to_string(), info)]);
+            let generation = WorkerGeneration::settled("h");
+            let dcds = render(&g, &generation, None, &infos, &BTreeMap::new()).unwrap();
+            assert_eq!(dcds[0].spec.component.replicas, Some(1), "{name}");
+            let dcd = &dcds[1].spec.component;
+            assert_eq!(dcd.replicas, Some(replicas), "{name}");
+            let ckpt = dcd
+                .experimental
+                .as_ref()
+                .unwrap()
+                .checkpoint
+                .as_ref()
+                .unwrap();
+            assert_eq!(ckpt.checkpoint_ref.is_some(), named, "{name}");
+            if named {
+                assert_eq!(
+                    ckpt.checkpoint_ref.as_deref(),
+                    Some("checkpoint-name"),
+                    "{name}"
+                );
+                assert!(ckpt.identity.is_none() && ckpt.job.is_none(), "{name}");
+            } else {
+                assert!(ckpt.job.is_some(), "{name}: the component's config is kept");
+            }
+            let meta = dcd
+                .pod_template
+                .as_ref()
+                .unwrap()
+                .metadata
+                .as_ref()
+                .unwrap();
+            let annotations = meta.annotations.clone().unwrap_or_default();
+            let labels = meta.labels.clone().unwrap_or_default();
+            if candidate {
+                assert!(!labels.contains_key(CHECKPOINT_ID_LABEL), "{name}");
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_RESTORE_CANDIDATE],
+                    "true",
+                    "{name}"
+                );
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_NAME],
+                    "checkpoint-name",
+                    "{name}"
+                );
+                assert_eq!(
+                    annotations[labels::CHECKPOINT_STARTUP_POLICY],
+                    "Immediate",
+                    "{name}"
+                );
+                assert_eq!(annotations[TARGET_CONTAINERS_ANNOTATION], "main", "{name}");
+            } else {
+                assert!(
+                    !annotations.contains_key(labels::CHECKPOINT_RESTORE_CANDIDATE),
+                    "{name}"
+                );
+            }
+        }
     }
 
     /// Upstream's `TestNativeSidecarRendering` (DCD materialization): a DCD keeps

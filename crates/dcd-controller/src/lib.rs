@@ -17,7 +17,13 @@
 //!    changes. Fields only the Grove pathway renders (`providerOverride`,
 //!    `roles[].providerOverride`, `minAvailable`, `topologyConstraint`,
 //!    `experimental.grove.forceScalingGroup`) are among the violations, never ignored.
-//! 3. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
+//! 3. With `experimental.checkpoint.enabled`, the component's checkpoint
+//!    (`reconcilers::checkpoints::resolve_component`): the DynamoCheckpoint `checkpointRef`
+//!    names (the graph names its resolved checkpoint so), else the one of `identity`, else none
+//!    yet; a Ready one of a `WaitForCheckpoint` component with the snapshot agent's storage. A
+//!    missing referenced checkpoint or agent: `Available=False`, reason `CheckpointUnresolved`,
+//!    nothing touched, retried.
+//! 4. The workload. Single node: the Deployment `<dcd>`. Multinode: the LeaderWorkerSet
 //!    `<dcd>-0` while the cluster serves `leaderworkerset.x-k8s.io/v1` (the operator's shared
 //!    served set, [`DcdReconciler::with_served`], read at every reconcile); otherwise
 //!    `Available=False`, reason `LeaderWorkerSetUnavailable`, one `Warning` event, and nothing
@@ -26,14 +32,14 @@
 //!    LeaderWorkerSet is watched by the operator ([`LeaderWorkerSet`], label-selected by
 //!    `nvidia.com/dynamo-component`): a change of its generation (a user's edit) restores the
 //!    fields this controller applies, a change of its status updates the DCD's.
-//! 4. The Service: applied when wanted, deleted (uid precondition) when not wanted and
+//! 5. The Service: applied when wanted, deleted (uid precondition) when not wanted and
 //!    controlled by this DCD.
-//! 5. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
+//! 6. The headless model Service of `modelRef` (`reconcilers::model_service`, the step the
 //!    Grove pathway runs too): `dynamo-model-<hash>`, shared by every DCD of the namespace
 //!    serving the model, each holding a non-controller owner reference and applying under a
 //!    field manager of its own; a DCD whose `modelRef` is removed or changed gives its part up,
 //!    and the last owner deletes it. A failure: `Available=False`, reason `ServiceSyncFailed`.
-//! 6. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
+//! 7. Status: `Available` (`DeploymentReady|DeploymentNotReady|LeaderWorkerSetReady|
 //!    LeaderWorkerSetNotReady`), `DynamoComponentReady` (`ComponentReady|ComponentNotReady`),
 //!    `component` (`componentKind`, `componentNames`, `runtimeNamespace`, `replicas`,
 //!    `updatedReplicas`, `readyReplicas`, `availableReplicas`, `gpusPerEngine`,
@@ -146,6 +152,19 @@
 //! GPUs once. Validation refuses inter-pod mode, GMS without GPUs on `main`, GMS on a DCD that
 //! belongs to no graph (nothing creates its template) and failover on other backends.
 //!
+//! **Checkpoint restore** (`experimental.checkpoint`; `pod_render::restore`, as on the Grove
+//! pathway): a `WaitForCheckpoint` component whose checkpoint is Ready restores its pods from
+//! it: labels `nvidia.com/snapshot-is-restore-target` and `nvidia.com/snapshot-checkpoint-id`,
+//! annotations `nvidia.com/snapshot-artifact-version` and
+//! `nvidia.com/snapshot-target-containers`; the localhost seccomp profile
+//! `profiles/block-iouring.json`; the snapshot agent's PVC as `checkpoint-storage` mounted on
+//! every target at the agent's base path; the `snapshot-control` emptyDir (`subPath` the target)
+//! with `DYN_SNAPSHOT_CONTROL_DIR`; `sleep infinity` without args and a startup probe polling the
+//! restore; the `podinfo` Downward API volume at `/etc/podinfo`. The targets are
+//! `targetContainerName` (default `main`), or `engine-0` and `engine-1` with intra-pod failover.
+//! An `Immediate` component's template carries the restore-candidate annotations once its
+//! checkpoint exists. (Held at zero replicas while waiting: the graph sets the DCD's replicas.)
+//!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
 //! frontend. Labels as the Deployment (so the sub-component type, component class and base-model
@@ -178,9 +197,11 @@
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
 //! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService), checkpoint restore, backend-specific
-//! multinode wiring (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags,
-//! wait-for-leader init, worker probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
+//! credentials, ingress and Istio VirtualService), the pod-create webhook that restore-shapes
+//! `Immediate` components' pods once their checkpoint is Ready (they start cold), checkpoint
+//! storage from operator configuration (it is discovered from the snapshot agent's DaemonSet),
+//! backend-specific multinode wiring (leader address, node rank, vLLM/SGLang/TRT-LLM launch
+//! flags, wait-for-leader init, worker probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
 
 pub mod lws;
@@ -195,8 +216,9 @@ mod reconcile;
 pub use api::labels::LAST_APPLIED_HASH;
 pub use lws::LeaderWorkerSet;
 pub use reconcile::{
-    Child, DcdReconciler, Error, FIELD_MANAGER, REASON_DEPLOYMENT_SYNC_FAILED,
-    REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT, REASON_SERVICE_SYNC_FAILED,
+    Child, DcdReconciler, Error, FIELD_MANAGER, REASON_CHECKPOINT_UNRESOLVED,
+    REASON_DEPLOYMENT_SYNC_FAILED, REASON_LEADER_WORKER_SET_SYNC_FAILED, REASON_OWNERSHIP_CONFLICT,
+    REASON_SERVICE_SYNC_FAILED,
 };
 pub use render::{
     Rendered, Workload, applied_replicas, component_pod_account, held_replicas, hold_replicas,

@@ -49,6 +49,9 @@ pub const REASON_LEADER_WORKER_SET_SYNC_FAILED: &str = "LeaderWorkerSetSyncFaile
 pub const REASON_SERVICE_SYNC_FAILED: &str = "ServiceSyncFailed";
 /// `Available` reason when a child of the DCD's name is controlled by another object.
 pub const REASON_OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
+/// `Available` reason when the component's checkpoint could not be resolved (the referenced
+/// DynamoCheckpoint is missing, or a Ready one's storage cannot be found): nothing is touched.
+pub const REASON_CHECKPOINT_UNRESOLVED: &str = "CheckpointUnresolved";
 
 /// The kinds of children this controller writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +103,9 @@ pub enum Error {
     /// Converging the headless model Service of `modelRef` failed.
     #[error("failed to reconcile the model Service: {0}")]
     ModelService(#[source] reconcilers::Error),
+    /// The component's checkpoint could not be resolved.
+    #[error("failed to resolve checkpoint: {0}")]
+    Checkpoint(#[source] reconcilers::Error),
     /// Reading, applying or deleting a child failed.
     #[error("{action} {child} {name}: {source}")]
     Sync {
@@ -119,6 +125,7 @@ impl Error {
             Error::OwnershipConflict { .. } => REASON_OWNERSHIP_CONFLICT,
             Error::Sync { child, .. } => child.failure_reason(),
             Error::ModelService(_) => REASON_SERVICE_SYNC_FAILED,
+            Error::Checkpoint(_) => REASON_CHECKPOINT_UNRESOLVED,
         }
     }
 
@@ -224,7 +231,30 @@ impl DcdReconciler {
             Ok(account) => account,
             Err(error) => return Err(Box::new(fail(out, generation, error))),
         };
-        let mut rendered = render_with(dcd, &self.infrastructure, account.as_deref());
+        let checkpoint = match reconcilers::checkpoints::resolve_component(
+            self.reader.as_ref(),
+            &dcd.namespace().unwrap_or_default(),
+            &dcd.spec.component,
+        )
+        .await
+        {
+            Ok(info) => info.map(|i| i.pod(&dcd.spec.component)),
+            Err(error) => {
+                let awaits = error.awaits_change();
+                let failed = fail(out, generation, Error::Checkpoint(error));
+                return Err(Box::new(if awaits {
+                    failed.await_change()
+                } else {
+                    failed
+                }));
+            }
+        };
+        let mut rendered = render_with(
+            dcd,
+            &self.infrastructure,
+            account.as_deref(),
+            checkpoint.as_ref(),
+        );
         if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {
             let live = match self.live_replicas(dcd, &rendered.workload).await {
                 Ok(live) => live,

@@ -1094,3 +1094,103 @@ async fn pods_run_as_the_namespaces_labelled_service_account() {
         .service_account_name;
     assert_eq!(sa.as_deref(), Some("beta"));
 }
+
+/// A DCD naming its checkpoint: the checkpoint is read, a Ready `WaitForCheckpoint` one
+/// restore-shapes the pod template from the snapshot agent's storage, an `Immediate` one names
+/// itself on the template, and a missing one touches nothing (`CheckpointUnresolved`).
+#[tokio::test]
+async fn the_deployment_restores_from_the_checkpoint_the_dcd_names() {
+    use api::checkpoint::{DynamoCheckpointPhase, DynamoCheckpointStatus};
+    use api::snapshot::{CHECKPOINT_ID_LABEL, RESTORE_TARGET_LABEL};
+    use api::v1beta1::{CheckpointStartupPolicy, ComponentCheckpointConfig, ExperimentalSpec};
+    use api::{DynamoCheckpoint, DynamoCheckpointSpec};
+
+    let with_ref = |policy| {
+        let mut w = worker();
+        w.spec.component.experimental = Some(ExperimentalSpec {
+            checkpoint: Some(ComponentCheckpointConfig {
+                enabled: true,
+                checkpoint_ref: Some("ckpt".into()),
+                startup_policy: Some(policy),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        w
+    };
+    let checkpoint = DynamoCheckpoint {
+        metadata: ObjectMeta {
+            name: Some("ckpt".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        spec: DynamoCheckpointSpec::default(),
+        status: Some(DynamoCheckpointStatus {
+            phase: Some(DynamoCheckpointPhase::Ready),
+            identity_hash: Some("abc123def4567890".into()),
+            ..Default::default()
+        }),
+    };
+    let agent: k8s_openapi::api::apps::v1::DaemonSet = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {
+            "name": "snapshot-agent",
+            "namespace": NS,
+            "labels": {"app.kubernetes.io/component": "snapshot-agent"},
+        },
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {"spec": {
+                "containers": [{"name": "agent", "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}]}],
+                "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "snapshot-pvc"}}],
+            }},
+        },
+    }))
+    .unwrap();
+
+    // Missing: nothing is touched, the reason says why.
+    let (d, r) = setup(with_ref(CheckpointStartupPolicy::WaitForCheckpoint));
+    assert!(pass(&d, &r, WORKER).await.is_err());
+    assert!(d.object::<Deployment>(Some(NS), WORKER).is_none());
+    let (s, reason, message) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", REASON_CHECKPOINT_UNRESOLVED)
+    );
+    assert!(message.contains("\"ckpt\" not found"), "{message}");
+
+    // Ready, WaitForCheckpoint: restore-shaped.
+    d.insert(checkpoint.clone());
+    d.insert(agent);
+    pass(&d, &r, WORKER).await.unwrap();
+    let template = deployment(&d, WORKER).spec.unwrap().template;
+    let labels = template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels[RESTORE_TARGET_LABEL], "true");
+    assert_eq!(labels[CHECKPOINT_ID_LABEL], "abc123def4567890");
+    let spec = template.spec.unwrap();
+    assert_eq!(
+        spec.containers[0].command,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+    assert!(spec.volumes.iter().flatten().any(|v| {
+        v.persistent_volume_claim
+            .as_ref()
+            .is_some_and(|p| p.claim_name == "snapshot-pvc")
+    }));
+    let (s, _, _) = condition(&d, WORKER, CONDITION_AVAILABLE);
+    assert_eq!(s, "False", "the new Deployment is not ready yet");
+
+    // Immediate: the template only names its checkpoint.
+    let (d, r) = setup(with_ref(CheckpointStartupPolicy::Immediate));
+    d.insert(checkpoint);
+    pass(&d, &r, WORKER).await.unwrap();
+    let template = deployment(&d, WORKER).spec.unwrap().template;
+    let annotations = template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(annotations[labels::CHECKPOINT_RESTORE_CANDIDATE], "true");
+    assert_eq!(annotations[labels::CHECKPOINT_NAME], "ckpt");
+    assert_ne!(
+        template.spec.unwrap().containers[0].command,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+}

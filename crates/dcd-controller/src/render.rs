@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
+use pod_render::restore::Checkpoint;
 use pod_render::{
     Backend, DEFAULT_SERVICE_ACCOUNT, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput,
     SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
@@ -92,21 +93,25 @@ impl Role {
 /// Render the objects `dcd` wants, with no operator infrastructure settings and no labelled
 /// ServiceAccount in the namespace. Pure and deterministic.
 pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
-    render_with(dcd, &Infrastructure::default(), None)
+    render_with(dcd, &Infrastructure::default(), None, None)
 }
 
-/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env, and
-/// running as `account` (see [`component_pod_account`]) when nothing else names their
-/// ServiceAccount (`default` when `None`). Pure and deterministic.
+/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env, running
+/// as `account` (see [`component_pod_account`]) when nothing else names their ServiceAccount
+/// (`default` when `None`), and wired to `checkpoint`, the component's checkpoint as resolved
+/// (`reconcilers::checkpoints::resolve_component`; see `pod_render::restore`). Pure and
+/// deterministic.
 pub fn render_with(
     dcd: &DynamoComponentDeployment,
     infrastructure: &Infrastructure,
     account: Option<&str>,
+    checkpoint: Option<&Checkpoint>,
 ) -> Rendered {
     let identity = Identity::resolve(dcd);
     let pods = Pods {
         infrastructure,
         account,
+        checkpoint,
     };
     let workload = if identity.nodes > 1 {
         Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity, &pods)))
@@ -186,6 +191,8 @@ struct Pods<'a> {
     infrastructure: &'a Infrastructure,
     /// The namespace's labelled ServiceAccount ([`component_pod_account`]).
     account: Option<&'a str>,
+    /// The component's checkpoint, as resolved.
+    checkpoint: Option<&'a Checkpoint>,
 }
 
 /// Name of the component Service: the DCD name, lowercased, dots as dashes.
@@ -535,10 +542,14 @@ fn pod_template(
     if let Some(role) = role.label() {
         labels.insert(ROLE_LABEL.into(), role.into());
     }
+    let mut annotations = id.annotations.clone();
+    if let Some(checkpoint) = pods.checkpoint {
+        pod_render::restore::metadata(&mut labels, &mut annotations, checkpoint);
+    }
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
             labels: non_empty(labels),
-            annotations: non_empty(id.annotations.clone()),
+            annotations: non_empty(annotations),
             ..Default::default()
         }),
         spec: Some(pod_spec(dcd, id, pods)),
@@ -565,6 +576,7 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> 
         pull_secrets: &[],
         infrastructure: pods.infrastructure,
         runtime_version: RuntimeVersion::of_component(&dcd.spec.component),
+        checkpoint: pods.checkpoint,
     });
     if spec
         .service_account_name

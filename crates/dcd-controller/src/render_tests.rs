@@ -1531,19 +1531,19 @@ fn accounts_of(
     accounts: &[k8s_openapi::api::core::v1::ServiceAccount],
 ) -> Vec<Option<String>> {
     let account = component_pod_account(accounts);
-    let templates = match render_with(dcd, &Infrastructure::default(), account.as_deref()).workload
-    {
-        Workload::Deployment(d) => vec![d.spec.unwrap().template],
-        Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
-            .into_iter()
-            .map(|t| {
-                serde_json::from_value::<PodTemplateSpec>(
-                    l.data["spec"]["leaderWorkerTemplate"][t].clone(),
-                )
-                .unwrap()
-            })
-            .collect(),
-    };
+    let templates =
+        match render_with(dcd, &Infrastructure::default(), account.as_deref(), None).workload {
+            Workload::Deployment(d) => vec![d.spec.unwrap().template],
+            Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
+                .into_iter()
+                .map(|t| {
+                    serde_json::from_value::<PodTemplateSpec>(
+                        l.data["spec"]["leaderWorkerTemplate"][t].clone(),
+                    )
+                    .unwrap()
+                })
+                .collect(),
+        };
     templates
         .into_iter()
         .map(|t| t.spec.unwrap().service_account_name)

@@ -7,17 +7,18 @@
 //! | ClusterTopology domains | the ClusterTopologyBinding named by `spec.experimental.kvTransferPolicy.clusterTopologyName` (only then); it must exist and contain the policy's domain |
 //! | image pull secrets | `kubernetes.io/dockerconfigjson` Secrets of the namespace, by registry host of their `auths` (a failed list is logged and means none, as upstream) |
 //! | components waiting for a checkpoint | from the checkpoint infos the shared checkpoint step resolved: `WaitForCheckpoint` and not ready |
+//! | each checkpointed component's checkpoint, as its pods know it | from the same infos (`reconcilers::checkpoints::pod_checkpoints`): the restore-candidate annotations of `Immediate` components, the restore of Ready `WaitForCheckpoint` ones with the storage the snapshot agent's DaemonSet mounts (`resolve_restores`; none: the step fails, retried) |
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
 use api::grove::{ClusterTopologyBinding, PodCliqueSet};
-use api::v1beta1::CheckpointStartupPolicy;
+use grove_render::Checkpoint;
 use k8s_openapi::api::core::v1::Secret;
 use kit::{Reader, ReaderExt, Selector};
 use kube::ResourceExt;
-use reconcilers::checkpoints::CheckpointInfos;
+use reconcilers::checkpoints::{CheckpointInfos, pod_checkpoints, resolve_restores};
 use serde_json::Value;
 
 /// Secret type of Docker registry credentials.
@@ -44,6 +45,9 @@ pub enum Error {
         #[source]
         source: kit::Error,
     },
+    /// The restore of a Ready checkpoint could not be resolved (its storage).
+    #[error("failed to resolve checkpoint restore: {0}")]
+    Checkpoint(#[source] reconcilers::Error),
     /// The ClusterTopologyBinding does not exist (yet).
     #[error(
         "spec.experimental.kvTransferPolicy.clusterTopologyName {0:?} references a ClusterTopologyBinding that was not found"
@@ -81,6 +85,8 @@ pub struct Resolved {
     pub pull_secrets: BTreeMap<String, Vec<String>>,
     /// Components waiting for a checkpoint.
     pub waiting_for_checkpoint: BTreeSet<String>,
+    /// What each checkpointed component's pods know of its checkpoint.
+    pub checkpoints: BTreeMap<String, Checkpoint>,
 }
 
 /// The resolver.
@@ -128,7 +134,26 @@ impl Resolver {
             topology_domains: self.topology_domains(dgd).await?,
             pull_secrets: self.pull_secrets(ns.as_deref()).await,
             waiting_for_checkpoint: waiting_for_checkpoint(checkpoints),
+            checkpoints: self.pod_checkpoints(dgd, checkpoints).await?,
         })
+    }
+
+    /// What each checkpointed component's pods know of its checkpoint, the restore of Ready
+    /// `WaitForCheckpoint` checkpoints resolved (the snapshot agent's storage).
+    async fn pod_checkpoints(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        checkpoints: &CheckpointInfos,
+    ) -> Result<BTreeMap<String, Checkpoint>, Error> {
+        let mut infos = checkpoints.clone();
+        resolve_restores(
+            self.reader.as_ref(),
+            &dgd.namespace().unwrap_or_default(),
+            &mut infos,
+        )
+        .await
+        .map_err(Error::Checkpoint)?;
+        Ok(pod_checkpoints(dgd, &infos))
     }
 
     async fn topology_domains(&self, dgd: &DynamoGraphDeployment) -> Result<Vec<String>, Error> {
@@ -234,9 +259,7 @@ fn host(registry: &str) -> String {
 pub fn waiting_for_checkpoint(checkpoints: &CheckpointInfos) -> BTreeSet<String> {
     checkpoints
         .iter()
-        .filter(|(_, i)| {
-            i.enabled && i.startup_policy == CheckpointStartupPolicy::WaitForCheckpoint && !i.ready
-        })
+        .filter(|(_, i)| i.waits())
         .map(|(name, _)| name.clone())
         .collect()
 }

@@ -827,3 +827,109 @@ async fn model_services_follow_model_ref() {
             .all(|s| !s.name_any().starts_with("dynamo-model-"))
     );
 }
+
+/// A `WaitForCheckpoint` worker on the Grove pathway: its clique waits at zero and `Ready`
+/// names the checkpoint awaited; once the checkpoint is Ready the clique starts restore-shaped
+/// from the snapshot agent's storage, which the program must find first.
+#[tokio::test]
+async fn a_waiting_component_starts_restored_once_its_checkpoint_is_ready() {
+    use api::checkpoint::{DynamoCheckpointPhase, DynamoCheckpointStatus};
+    use api::v1beta1::{CheckpointStartupPolicy, ComponentCheckpointConfig, ExperimentalSpec};
+    let d = Double::new();
+    let mut g = graph();
+    g.spec.backend_framework = Some(api::BackendFramework::Vllm);
+    let worker = g
+        .spec
+        .components
+        .iter_mut()
+        .find(|c| c.name == "VllmDecodeWorker")
+        .unwrap();
+    worker.experimental = Some(ExperimentalSpec {
+        checkpoint: Some(ComponentCheckpointConfig {
+            enabled: true,
+            startup_policy: Some(CheckpointStartupPolicy::WaitForCheckpoint),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    d.insert(g);
+    let p = program(&d);
+    pass(&d, &p).await.unwrap();
+    let clique = |d: &Double| {
+        pcs(d)
+            .spec
+            .template
+            .cliques
+            .into_iter()
+            .find(|c| c.name == "vllmdecodeworker")
+            .unwrap()
+    };
+    assert_eq!(clique(&d).spec.replicas, 0);
+    let (_, reason, message) = ready(&d);
+    assert_eq!(reason, "waiting_for_checkpoint");
+    let name = status(&d).checkpoints["VllmDecodeWorker"]
+        .checkpoint_name
+        .clone()
+        .unwrap();
+    assert_eq!(
+        message,
+        format!("Waiting for checkpoints: VllmDecodeWorker ({name})")
+    );
+
+    let mut ckpt: api::DynamoCheckpoint = d.object(Some(NS), &name).unwrap();
+    ckpt.status = Some(DynamoCheckpointStatus {
+        phase: Some(DynamoCheckpointPhase::Ready),
+        ..Default::default()
+    });
+    d.insert(ckpt);
+    let err = pass(&d, &p).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no snapshot-agent daemonset found"),
+        "{err}"
+    );
+    assert_eq!(
+        clique(&d).spec.replicas,
+        0,
+        "nothing restores without storage"
+    );
+
+    d.insert::<k8s_openapi::api::apps::v1::DaemonSet>(
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {
+                "name": "snapshot-agent",
+                "namespace": NS,
+                "labels": {"app.kubernetes.io/component": "snapshot-agent"},
+            },
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {"spec": {
+                    "containers": [{"name": "agent", "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}]}],
+                    "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "snapshot-pvc"}}],
+                }},
+            },
+        }))
+        .unwrap(),
+    );
+    // The restore-shaped template is written first; once Grove observed it, the worker is
+    // scaled to its count through the scale subresource (the template keeps the count it was
+    // created with, as upstream's scaler).
+    grove(&d, None);
+    pass(&d, &p).await.unwrap();
+    grove(&d, None);
+    pass(&d, &p).await.unwrap();
+    let scaled: PodClique = d.object(Some(NS), "g-0-vllmdecodeworker").unwrap();
+    assert_eq!(scaled.spec.clique.replicas, 1);
+    let started = clique(&d);
+    assert_eq!(
+        started.labels["nvidia.com/snapshot-is-restore-target"],
+        "true"
+    );
+    assert_eq!(
+        started.spec.pod_spec.containers[0].command,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+    assert_ne!(ready(&d).1, "waiting_for_checkpoint");
+}

@@ -214,6 +214,7 @@ impl PodCliqueSetWorkload {
             workers,
             restart,
             waiting_for_checkpoint: &resolved.waiting_for_checkpoint,
+            checkpoints: &resolved.checkpoints,
             topology_domains: &resolved.topology_domains,
             pull_secrets: &resolved.pull_secrets,
             settings: &self.settings,

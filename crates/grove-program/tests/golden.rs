@@ -58,6 +58,7 @@ fn render(dgd: &DynamoGraphDeployment) -> String {
         workers: &workers,
         restart: None,
         waiting_for_checkpoint: &BTreeSet::new(),
+        checkpoints: &BTreeMap::new(),
         topology_domains: &[],
         pull_secrets: &BTreeMap::new(),
         settings: &Settings::default(),

@@ -495,16 +495,16 @@ pub fn root(
     served: Served,
     infrastructure: &pod_render::Infrastructure,
 ) -> root::Root {
-    let component = component_program::ComponentProgram::new(
-        reader.clone(),
-        writer.clone(),
-        component_program::ComponentConfig {
-            served: served.clone(),
-            ..Default::default()
-        },
-    );
+    let mut component_config = component_program::ComponentConfig {
+        served: served.clone(),
+        ..Default::default()
+    };
+    component_config.shared.infrastructure = infrastructure.clone();
+    let component =
+        component_program::ComponentProgram::new(reader.clone(), writer.clone(), component_config);
     let mut grove_config = grove_program::GroveConfig::default();
     grove_config.render.infrastructure = infrastructure.clone();
+    grove_config.shared.infrastructure = infrastructure.clone();
     let grove = grove_program::GroveProgram::new(reader.clone(), writer.clone(), grove_config);
     root::Root::new(reader, writer, Arc::new(component), Arc::new(grove), served)
 }

@@ -22,7 +22,10 @@
 //!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
 //!    pathway leaves it to the kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
-//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`).
+//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`),
+//!    then checkpoint restore ([`restore`]: a Ready checkpoint of a `WaitForCheckpoint`
+//!    component restore-shapes the pod; [`restore::metadata`] gives both pathways the pod
+//!    template's checkpoint labels and annotations).
 //!
 //! What is pathway-specific stays with the pathway: labels and annotations of the pod
 //! template, and the multinode launch wiring.
@@ -35,6 +38,7 @@ pub mod gms;
 pub mod infrastructure;
 pub mod merge;
 pub mod parts;
+pub mod restore;
 mod sidecar;
 pub mod volumes;
 
@@ -129,6 +133,8 @@ pub struct PodInput<'a> {
     /// The component's Dynamo runtime version (`RuntimeVersion::of_component`; `None` when
     /// unknown): it gates some defaults ([`gates`]).
     pub runtime_version: Option<RuntimeVersion>,
+    /// The component's checkpoint (`experimental.checkpoint.enabled`), as resolved.
+    pub checkpoint: Option<&'a restore::Checkpoint>,
 }
 
 /// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
@@ -194,6 +200,7 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     }
     gms::apply(&mut spec, input);
     failover::apply(&mut spec, input);
+    restore::apply(&mut spec, input.checkpoint);
     spec
 }
 

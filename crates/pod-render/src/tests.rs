@@ -5,6 +5,7 @@ mod dynamo_sidecar;
 mod failover;
 mod gates;
 mod gms;
+mod restore;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -106,6 +107,7 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         pull_secrets: &[],
         infrastructure,
         runtime_version: None,
+        checkpoint: None,
     }
 }
 
@@ -416,6 +418,7 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         pull_secrets: &[],
         infrastructure: &infrastructure,
         runtime_version: None,
+        checkpoint: None,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -495,6 +498,7 @@ fn infrastructure_env_on_every_component() {
             pull_secrets: &[],
             infrastructure: &infrastructure,
             runtime_version: None,
+            checkpoint: None,
         });
         let main = &spec.containers[0];
         for (name, value) in [

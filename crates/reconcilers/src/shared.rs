@@ -66,6 +66,8 @@ pub struct SharedConfig {
     pub checkpoints_enabled: bool,
     /// The MPI SSH key Secret is managed (`None`: the install provides it).
     pub ssh_keys: Option<SshKeyConfig>,
+    /// The operator's infrastructure endpoints (env of automatic checkpoints' capture pods).
+    pub infrastructure: pod_render::Infrastructure,
 }
 
 /// ClusterRole a fresh install binds planner accounts to.
@@ -85,6 +87,7 @@ impl Default for SharedConfig {
             discovery_backend: DiscoveryBackend::Kubernetes,
             checkpoints_enabled: true,
             ssh_keys: Some(SshKeyConfig::default()),
+            infrastructure: pod_render::Infrastructure::default(),
         }
     }
 }
@@ -133,6 +136,7 @@ impl SharedResources {
                 CheckpointConfig {
                     enabled: config.checkpoints_enabled,
                     discovery: config.discovery_backend,
+                    infrastructure: config.infrastructure,
                 },
             ),
             epp: EppReconciler::new(r(), w()),

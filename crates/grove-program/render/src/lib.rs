@@ -10,8 +10,10 @@
 //!
 //! [`render()`] takes [`Inputs`]: the graph, the PodCliqueSet as it exists, and the facts the
 //! grove program resolved from the cluster beforehand (worker generation, restart stamps,
-//! checkpoint gating, ClusterTopology domains, image pull secrets) plus the operator
-//! [`Settings`]. Every input is read, none is changed, and equal inputs give equal output.
+//! checkpoint gating and restore, ClusterTopology domains, image pull secrets) plus the operator
+//! [`Settings`]. A checkpointed component's clique carries its checkpoint's labels and
+//! annotations and its pod is restore-shaped exactly as on the component pathway
+//! (`pod_render::restore`). Every input is read, none is changed, and equal inputs give equal output.
 //!
 //! - [`names`]: PodCliqueSet, clique, scaling group and Grove child names.
 //! - [`pod`]: the pod spec of a clique (operator defaults under the user's template).
@@ -28,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use api::DynamoGraphDeployment;
 use api::grove::PodCliqueSet;
+pub use pod_render::restore::Checkpoint;
 
 pub use render::{
     GROVE_UPDATE_STRATEGY, PRESERVED_ALPHA_SPEC, PROPAGATED_ANNOTATIONS, has_topology_overrides,
@@ -51,6 +54,10 @@ pub struct Inputs<'a> {
     /// Components whose startup waits for a checkpoint that is not ready (rendered at zero
     /// replicas).
     pub waiting_for_checkpoint: &'a BTreeSet<String>,
+    /// What each checkpointed component's pods know of its checkpoint, by component name
+    /// (`pod_render::restore`: restore-candidate annotations, or the restore of a Ready
+    /// checkpoint).
+    pub checkpoints: &'a BTreeMap<String, Checkpoint>,
     /// Domains of the ClusterTopology named by `spec.experimental.kvTransferPolicy`, widest
     /// first (empty when it names none).
     pub topology_domains: &'a [String],

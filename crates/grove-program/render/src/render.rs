@@ -140,7 +140,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         if let Some(at) = restart_at {
             annotations.insert(labels::RESTART_AT.into(), at);
         }
-        let clique_labels = clique_labels(
+        let mut clique_labels = clique_labels(
             dgd,
             &dgd_name,
             &component,
@@ -150,6 +150,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
             has_epp,
             kube_discovery,
         );
+        let checkpoint = inputs.checkpoints.get(&original.name);
+        if let Some(checkpoint) = checkpoint {
+            pod_render::restore::metadata(&mut clique_labels, &mut annotations, checkpoint);
+        }
         let worker_hash = worker
             .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
             .flatten();
@@ -176,6 +180,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 pull_secrets: &pull_secrets,
                 infrastructure: &inputs.settings.infrastructure,
                 runtime_version: RuntimeVersion::of_component(&component),
+                checkpoint,
             };
             let spec = pod::pod_spec(&input, role.role, backend);
             let min_available = if multinode {
@@ -306,6 +311,7 @@ pub fn preflight(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
         workers: &crate::Workers::default(),
         restart: None,
         waiting_for_checkpoint: &BTreeSet::new(),
+        checkpoints: &BTreeMap::new(),
         topology_domains: &[],
         pull_secrets: &BTreeMap::new(),
         settings: &settings,

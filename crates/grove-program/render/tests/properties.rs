@@ -192,6 +192,7 @@ fn build(seed: &GraphSeed) -> (DynamoGraphDeployment, Fixture) {
             components: who.iter().filter_map(pick).collect(),
         }),
         waiting: seed.waiting.iter().filter_map(pick).collect(),
+        checkpoints: BTreeMap::new(),
         domains: Vec::new(),
         pull_secrets: BTreeMap::new(),
         settings: Default::default(),

@@ -738,6 +738,72 @@ fn checkpoint_gating_holds_replicas_at_zero() {
     assert_eq!(clique(&pcs, "frontend").spec.replicas, 1);
 }
 
+/// The checkpoint of a component reaches its clique on the Grove pathway as on the component
+/// pathway (one renderer): a Ready `WaitForCheckpoint` checkpoint restore-shapes the clique's
+/// pod and labels it a restore target; an `Immediate` one names itself on the clique.
+#[test]
+fn checkpoint_restore_reaches_the_clique() {
+    use api::v1beta1::CheckpointStartupPolicy;
+    use grove_render::Checkpoint;
+    use pod_render::restore::{Restore, Storage};
+    let restoring = Checkpoint {
+        name: Some("ckpt".into()),
+        startup_policy: CheckpointStartupPolicy::WaitForCheckpoint,
+        targets: vec!["main".into()],
+        restore: Some(Restore {
+            checkpoint_id: "abc".into(),
+            artifact_version: "1".into(),
+            storage: Storage {
+                pvc_name: "snapshot-pvc".into(),
+                base_path: "/checkpoints".into(),
+            },
+        }),
+    };
+    let candidate = Checkpoint {
+        startup_policy: CheckpointStartupPolicy::Immediate,
+        restore: None,
+        ..restoring.clone()
+    };
+    let fixture = Fixture {
+        checkpoints: BTreeMap::from([
+            ("prefill".to_string(), restoring),
+            ("Frontend".to_string(), candidate),
+        ]),
+        ..Default::default()
+    };
+    let pcs = fixture.render(&graph(), None).unwrap();
+    let prefill = clique(&pcs, "prefill");
+    assert_eq!(
+        prefill.labels["nvidia.com/snapshot-is-restore-target"],
+        "true"
+    );
+    assert_eq!(prefill.labels["nvidia.com/snapshot-checkpoint-id"], "abc");
+    assert_eq!(
+        prefill.annotations["nvidia.com/snapshot-target-containers"],
+        "main"
+    );
+    let main = &prefill.spec.pod_spec.containers[0];
+    assert_eq!(
+        main.command,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+    assert!(main.args.is_none());
+    let frontend = clique(&pcs, "frontend");
+    assert_eq!(
+        frontend.annotations["nvidia.com/dynamo-checkpoint-restore-candidate"],
+        "true"
+    );
+    assert!(
+        !frontend
+            .labels
+            .contains_key("nvidia.com/snapshot-is-restore-target")
+    );
+    assert_ne!(
+        frontend.spec.pod_spec.containers[0].command,
+        Some(vec!["sleep".to_string(), "infinity".to_string()])
+    );
+}
+
 #[test]
 fn update_strategy_annotation() {
     let mut dgd = graph();
