@@ -159,8 +159,10 @@ async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<V
         lws,
         true,
         &pod_render::Infrastructure::default(),
+        true,
     );
-    let mut dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer());
+    let mut dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
+        .with_pull_secret_discovery(true);
     if lws {
         dcds = dcds.with_leader_worker_set();
     }

@@ -14,10 +14,11 @@
 //! 4. the discovery ServiceAccount; the volumes: the compilation cache ([`cache`]), the EPP's
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
-//!    `frontendSidecar` container with the frontend's defaults, and discovered image pull
-//!    secrets. A pod nothing names a ServiceAccount for keeps none, as upstream's
-//!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
-//!    pathway leaves it to the kubelet (`default`);
+//!    `frontendSidecar` container with the frontend's defaults, and the discovered image pull
+//!    secrets of every container's and init container's image ([`pull_secrets`]). A pod
+//!    nothing names a ServiceAccount for keeps none, as upstream's `GenerateBasePodSpec`: the
+//!    component pathway then picks one (`dcd-controller`), the Grove pathway leaves it to the
+//!    kubelet (`default`);
 //! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
 //!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`).
 //!
@@ -31,6 +32,7 @@ pub mod gms;
 pub mod infrastructure;
 pub mod merge;
 pub mod parts;
+pub mod pull_secrets;
 mod sidecar;
 pub mod volumes;
 
@@ -39,13 +41,14 @@ use std::collections::BTreeMap;
 use api::DynamoComponentDeploymentSharedSpec;
 use api::labels;
 use api::v1beta1::{ComponentType, KvTransferPolicy, MAIN_CONTAINER_NAME};
-use k8s_openapi::api::core::v1::{Container, LocalObjectReference, PodSecurityContext, PodSpec};
+use k8s_openapi::api::core::v1::{Container, PodSecurityContext, PodSpec};
 use serde_json::Value;
 
 pub use api::backend::{self, Backend};
 pub use infrastructure::Infrastructure;
 pub use merge::merge_envs;
 use parts::{env, field_env, http_probe, port};
+pub use pull_secrets::{PullSecrets, registry_host};
 
 /// Port of the frontend's HTTP server.
 pub const HTTP_PORT: i32 = 8000;
@@ -70,7 +73,8 @@ pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
 /// ServiceAccount of component-pathway pods that name none, get no discovery account and find
 /// no labelled account in their namespace (the kubelet's default on the Grove pathway).
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
-/// Annotation (pod template, user): `"true"` turns off image pull secret discovery.
+/// Annotation (pod template, user): `"true"` turns off image pull secret discovery
+/// ([`pull_secrets`]).
 pub const DISABLE_IMAGE_PULL_SECRET_DISCOVERY: &str =
     "nvidia.com/disable-image-pull-secret-discovery";
 
@@ -113,8 +117,9 @@ pub struct PodInput<'a> {
     pub graph_env: &'a [k8s_openapi::api::core::v1::EnvVar],
     /// KV transfer policy and ClusterTopology domains, for workers that get topology wiring.
     pub kv_transfer: Option<(&'a KvTransferPolicy, &'a [String])>,
-    /// Image pull secrets discovered for the main image (used when the user names none).
-    pub pull_secrets: &'a [String],
+    /// The namespace's image pull secrets by registry host ([`pull_secrets`]; empty when
+    /// discovery is off).
+    pub pull_secrets: &'a PullSecrets,
     /// The operator's infrastructure endpoints (env of every Dynamo container).
     pub infrastructure: &'a Infrastructure,
 }
@@ -207,16 +212,7 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     if let Some(name) = &component.frontend_sidecar {
         sidecar::frontend(&mut spec, input, name, &main_mounts);
     }
-    if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
-    {
-        spec.image_pull_secrets = Some(
-            input
-                .pull_secrets
-                .iter()
-                .map(|name| LocalObjectReference { name: name.clone() })
-                .collect(),
-        );
-    }
+    pull_secrets::apply(&mut spec, input);
     gms::apply(&mut spec, input);
     failover::apply(&mut spec, input);
     spec
@@ -352,21 +348,6 @@ fn system_probes(container: &mut Container) {
     container.liveness_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 5, 4, 1));
     container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
     container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
-}
-
-/// The registry host of an image reference (`nvcr.io/nvidia/x:1` → `nvcr.io`; no registry
-/// part → `docker.io`), as image pull secrets are keyed.
-pub fn registry_host(image: &str) -> String {
-    let image = image
-        .split_once("://")
-        .map_or(image, |(_, rest)| rest)
-        .trim();
-    match image.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
-            first.to_string()
-        }
-        _ => "docker.io".to_string(),
-    }
 }
 
 #[cfg(test)]

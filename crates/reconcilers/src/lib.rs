@@ -10,6 +10,7 @@ pub mod error;
 pub mod gms;
 pub mod model_service;
 pub mod naming;
+pub mod pull_secrets;
 pub mod pvc;
 pub mod rbac;
 pub mod restart;

@@ -1,7 +1,7 @@
 //! Fixtures of the renderer tests: graphs, inputs, and lookups into the rendered object.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use api::grove::{PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec};
 use api::v1beta1::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
@@ -81,7 +81,7 @@ pub struct Fixture {
     pub restart: Option<RestartStamps>,
     pub waiting: BTreeSet<String>,
     pub domains: Vec<String>,
-    pub pull_secrets: BTreeMap<String, Vec<String>>,
+    pub pull_secrets: grove_render::pod::PullSecrets,
     pub settings: Settings,
 }
 
@@ -95,7 +95,7 @@ impl Default for Fixture {
             restart: None,
             waiting: BTreeSet::new(),
             domains: Vec::new(),
-            pull_secrets: BTreeMap::new(),
+            pull_secrets: Default::default(),
             settings: Settings::default(),
         }
     }
