@@ -4,10 +4,11 @@
 //!
 //! # Structure
 //! - [`render()`] (pure, no I/O): the objects a DCD wants ([`Rendered`]).
-//! - [`DcdReconciler`]: `new(reader, writer)`, `reconcile(&dcd)` → [`kit::Reconciled`] with the
-//!   complete [`api::DynamoComponentDeploymentStatus`]. The top level (the operator's
-//!   [`kit::run::Runner`], or [`kit::run::finish`] in tests) persists it and publishes the
-//!   queued events.
+//! - [`DcdReconciler`]: `new(reader, writer)` (then `with_infrastructure`,
+//!   `with_leader_worker_set`, `with_pull_secret_discovery`), `reconcile(&dcd)` →
+//!   [`kit::Reconciled`] with the complete [`api::DynamoComponentDeploymentStatus`]. The top
+//!   level (the operator's [`kit::run::Runner`], or [`kit::run::finish`] in tests) persists it
+//!   and publishes the queued events.
 //! - [`watches`]: what the controller watches and which changes matter.
 //!
 //! # Reconcile
@@ -122,6 +123,15 @@
 //! its docs for the compilation cache, the EPP's volumes, service account and grace period,
 //! and `frontendSidecar`).
 //!
+//! **Image pull secrets** (with discovery on, [`DcdReconciler::with_pull_secret_discovery`];
+//! the operator's `--discover-image-pull-secrets`): the DCD's namespace's
+//! `kubernetes.io/dockerconfigjson` Secrets for the registries of the pod's container and init
+//! container images, after the user's `imagePullSecrets`, unless the pod template annotation
+//! `nvidia.com/disable-image-pull-secret-discovery` is `"true"` (`reconcilers::pull_secrets`
+//! reads them from the watch cache, `pod_render::pull_secrets` attaches them). A failed read of
+//! the Secrets is reported as a failure of the workload step (`DeploymentSyncFailed` or
+//! `LeaderWorkerSetSyncFailed`) and nothing is applied.
+//!
 //! **GPU memory service** (`experimental.gpuMemoryService`, intra-pod; `pod_render::gms`):
 //! `main`'s GPUs become the pod claim `intrapod-shared-gpu` on the graph's ResourceClaimTemplate
 //! `<graph>-<component lowercased>-gpu`, with the `nvidia.com/gpu` toleration, the `gms-server`
@@ -163,8 +173,7 @@
 //!
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
-//! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService), `dynamoSidecar`, checkpoint restore,
+//! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService), `dynamoSidecar`, checkpoint restore,
 //! runtime-version-gated defaults (frontend startup probe and `DYN_NAMESPACE_PREFIX_STRICT` from
 //! runtime 1.6, canary health checks from 1.5: the conformance images are older), backend-specific multinode wiring
 //! (leader address, node rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker

@@ -205,7 +205,8 @@ pub struct RunArgs {
     /// `kubernetes.io/dockerconfigjson` of its namespace whose registries its images are pulled
     /// from (unless its annotation `nvidia.com/disable-image-pull-secret-discovery` is
     /// `"true"`). Needs `list` and `watch` on Secrets across the watched namespaces; `false`
-    /// keeps the operator to reading Secrets by name (see docs/security.md).
+    /// keeps the operator to reading Secrets by name (the trade-off: docs/architecture.md,
+    /// "Image pull secret discovery").
     #[arg(long, env = "DYNAMO_OPERATOR_DISCOVER_IMAGE_PULL_SECRETS", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub discover_image_pull_secrets: bool,
 
