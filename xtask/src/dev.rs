@@ -196,6 +196,8 @@ fn start_operator(cp: &ControlPlane, binary: &Path) -> anyhow::Result<(Child, Pa
     let child = Command::new(binary)
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .args(["--metrics-address=127.0.0.1:0", "--webhook=true"])
+        // As deploy/operator/deployment.yaml: the base RBAC grants no Secret list/watch.
+        .arg("--discover-image-pull-secrets=false")
         .arg(format!("--webhook-address=127.0.0.1:{port}"))
         .arg(format!("--webhook-url={webhook}"))
         .env("POD_NAMESPACE", NAMESPACE)

@@ -432,7 +432,7 @@ fn render_graph(dgd: &DynamoGraphDeployment) -> String {
         changed: false,
     };
     let waiting = BTreeSet::new();
-    let pull = BTreeMap::new();
+    let pull = grove_render::pod::PullSecrets::default();
     let pcs = grove_render::render(&grove_render::Inputs {
         dgd,
         existing: None,

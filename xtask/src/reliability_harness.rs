@@ -355,6 +355,8 @@ impl Operator {
             .arg(format!("--lease-namespace={OPERATOR_NAMESPACE}"))
             .arg(format!("--lease-duration={}", self.spec.lease_duration))
             .arg("--log=info")
+            // As deploy/operator/deployment.yaml: the base RBAC grants no Secret list/watch.
+            .arg("--discover-image-pull-secrets=false")
             .args(&self.spec.extra)
             .env("POD_NAMESPACE", OPERATOR_NAMESPACE)
             .env("RUST_BACKTRACE", "1")

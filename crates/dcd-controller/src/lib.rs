@@ -4,10 +4,11 @@
 //!
 //! # Structure
 //! - [`render()`] (pure, no I/O): the objects a DCD wants ([`Rendered`]).
-//! - [`DcdReconciler`]: `new(reader, writer)`, `reconcile(&dcd)` → [`kit::Reconciled`] with the
-//!   complete [`api::DynamoComponentDeploymentStatus`]. The top level (the operator's
-//!   [`kit::run::Runner`], or [`kit::run::finish`] in tests) persists it and publishes the
-//!   queued events.
+//! - [`DcdReconciler`]: `new(reader, writer)` (then `with_infrastructure`,
+//!   `with_leader_worker_set`, `with_pull_secret_discovery`), `reconcile(&dcd)` →
+//!   [`kit::Reconciled`] with the complete [`api::DynamoComponentDeploymentStatus`]. The top
+//!   level (the operator's [`kit::run::Runner`], or [`kit::run::finish`] in tests) persists it
+//!   and publishes the queued events.
 //! - [`watches`]: what the controller watches and which changes matter.
 //!
 //! # Reconcile
@@ -142,6 +143,15 @@
 //! Dynamo runtime (system port, probes, Dynamo env) and `main` is the engine as the user wrote
 //! it, with the graph's env, the compilation cache and `/dev/shm` only.
 //!
+//! **Image pull secrets** (with discovery on, [`DcdReconciler::with_pull_secret_discovery`];
+//! the operator's `--discover-image-pull-secrets`): the DCD's namespace's
+//! `kubernetes.io/dockerconfigjson` Secrets for the registries of the pod's container and init
+//! container images, after the user's `imagePullSecrets`, unless the pod template annotation
+//! `nvidia.com/disable-image-pull-secret-discovery` is `"true"` (`reconcilers::pull_secrets`
+//! reads them from the watch cache, `pod_render::pull_secrets` attaches them). A failed read of
+//! the Secrets is reported as a failure of the workload step (`DeploymentSyncFailed` or
+//! `LeaderWorkerSetSyncFailed`) and nothing is applied.
+//!
 //! **GPU memory service** (`experimental.gpuMemoryService`, intra-pod; `pod_render::gms`):
 //! `main`'s GPUs become the pod claim `intrapod-shared-gpu` on the graph's ResourceClaimTemplate
 //! `<graph>-<component lowercased>-gpu`, with the `nvidia.com/gpu` toleration, the `gms-server`
@@ -196,12 +206,12 @@
 //!
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
-//! (NATS/etcd/model-express/Prometheus env, TLS env, image pull secrets from registry
-//! credentials, ingress and Istio VirtualService), the pod-create webhook that restore-shapes
-//! `Immediate` components' pods once their checkpoint is Ready (they start cold), checkpoint
-//! storage from operator configuration (it is discovered from the snapshot agent's DaemonSet),
-//! backend-specific multinode wiring (leader address, node rank, vLLM/SGLang/TRT-LLM launch
-//! flags, wait-for-leader init, worker probe removal), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream
+//! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService), the
+//! pod-create webhook that restore-shapes `Immediate` components' pods once their checkpoint is
+//! Ready (they start cold), checkpoint storage from operator configuration (it is discovered
+//! from the snapshot agent's DaemonSet), backend-specific multinode wiring (leader address, node
+//! rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker probe removal), legacy
+//! per-replica LWS/PodGroup pruning, the Deployment lookups upstream
 //! does to keep alpha-era selectors, and HPA ownership.
 
 pub mod lws;

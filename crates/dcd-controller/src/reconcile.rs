@@ -21,11 +21,12 @@ use kit::{
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 
-use pod_render::Infrastructure;
+use pod_render::{Infrastructure, PullSecrets};
 use reconcilers::model_service::{self, ModelServices};
+use reconcilers::pull_secrets::Discovery;
 
 use crate::render::{
-    Identity, Workload, applied_replicas, component_pod_account, engine_gpus, held_replicas,
+    Identity, Pods, Workload, applied_replicas, component_pod_account, engine_gpus, held_replicas,
     hold_replicas, leader_worker_set_resource, render_with, service_name,
 };
 use crate::status::{
@@ -179,6 +180,7 @@ pub struct DcdReconciler {
     model_services: ModelServices,
     served: Served,
     infrastructure: Infrastructure,
+    pull_secrets: Discovery,
 }
 
 impl DcdReconciler {
@@ -188,6 +190,7 @@ impl DcdReconciler {
     pub fn new(reader: Arc<dyn kit::Reader>, writer: Arc<dyn kit::Writer>) -> Self {
         DcdReconciler {
             model_services: ModelServices::new(reader.clone(), writer.clone()),
+            pull_secrets: Discovery::new(reader.clone(), false),
             reader,
             writer,
             served: Served::new(),
@@ -206,6 +209,13 @@ impl DcdReconciler {
     /// every reconcile.
     pub fn with_served(mut self, served: Served) -> Self {
         self.served = served;
+        self
+    }
+
+    /// Discover the namespace's Docker config Secrets for image pull secrets
+    /// ([`reconcilers::pull_secrets`]; off unless the operator is started with it).
+    pub fn with_pull_secret_discovery(mut self, on: bool) -> Self {
+        self.pull_secrets = Discovery::new(self.reader.clone(), on);
         self
     }
 
@@ -249,12 +259,17 @@ impl DcdReconciler {
                 }));
             }
         };
-        let mut rendered = render_with(
-            dcd,
-            &self.infrastructure,
-            account.as_deref(),
-            checkpoint.as_ref(),
-        );
+        let pull_secrets = match self.pull_secrets(dcd, &identity).await {
+            Ok(pull_secrets) => pull_secrets,
+            Err(error) => return Err(Box::new(fail(out, generation, error))),
+        };
+        let pods = Pods {
+            infrastructure: &self.infrastructure,
+            account: account.as_deref(),
+            pull_secrets: &pull_secrets,
+            checkpoint: checkpoint.as_ref(),
+        };
+        let mut rendered = render_with(dcd, &pods);
         if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {
             let live = match self.live_replicas(dcd, &rendered.workload).await {
                 Ok(live) => live,
@@ -488,6 +503,28 @@ impl DcdReconciler {
                 &identity.name,
             ))?;
         Ok(component_pod_account(&labelled))
+    }
+
+    /// The namespace's discovered image pull secrets ([`reconcilers::pull_secrets`]), read
+    /// from the watch cache; none with discovery off.
+    async fn pull_secrets(
+        &self,
+        dcd: &DynamoComponentDeployment,
+        identity: &Identity,
+    ) -> Result<PullSecrets, Error> {
+        let workload = if identity.nodes > 1 {
+            Child::LeaderWorkerSet
+        } else {
+            Child::Deployment
+        };
+        self.pull_secrets
+            .resolve(dcd.namespace().as_deref())
+            .await
+            .map_err(Error::sync(
+                workload,
+                "list the Docker config Secrets for",
+                &identity.name,
+            ))
     }
 
     /// The headless model Service of the DCD's `modelRef`, shared with every other DCD serving

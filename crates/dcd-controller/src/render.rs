@@ -26,7 +26,7 @@ use kube::{Resource, ResourceExt};
 use pod_render::restore::Checkpoint;
 use pod_render::{
     Backend, DEFAULT_SERVICE_ACCOUNT, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput,
-    SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
+    PullSecrets, SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
 };
 use serde_json::{Value, json};
 
@@ -90,29 +90,26 @@ impl Role {
     }
 }
 
-/// Render the objects `dcd` wants, with no operator infrastructure settings and no labelled
-/// ServiceAccount in the namespace. Pure and deterministic.
+/// Render the objects `dcd` wants, with no operator infrastructure settings, no labelled
+/// ServiceAccount and no discovered image pull secrets in the namespace. Pure and
+/// deterministic.
 pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
-    render_with(dcd, &Infrastructure::default(), None, None)
+    render_with(
+        dcd,
+        &Pods {
+            infrastructure: &Infrastructure::default(),
+            account: None,
+            pull_secrets: &PullSecrets::default(),
+            checkpoint: None,
+        },
+    )
 }
 
-/// Render the objects `dcd` wants, its pods with the operator's `infrastructure` env, running
-/// as `account` (see [`component_pod_account`]) when nothing else names their ServiceAccount
-/// (`default` when `None`), and wired to `checkpoint`, the component's checkpoint as resolved
-/// (`reconcilers::checkpoints::resolve_component`; see `pod_render::restore`). Pure and
-/// deterministic.
-pub fn render_with(
-    dcd: &DynamoComponentDeployment,
-    infrastructure: &Infrastructure,
-    account: Option<&str>,
-    checkpoint: Option<&Checkpoint>,
-) -> Rendered {
+/// Render the objects `dcd` wants, its pods with what the cluster and the operator add
+/// ([`Pods`]). Pure and deterministic.
+pub fn render_with(dcd: &DynamoComponentDeployment, pods: &Pods<'_>) -> Rendered {
     let identity = Identity::resolve(dcd);
-    let pods = Pods {
-        infrastructure,
-        account,
-        checkpoint,
-    };
+    let pods = *pods;
     let workload = if identity.nodes > 1 {
         Workload::LeaderWorkerSet(Box::new(leader_worker_set(dcd, &identity, &pods)))
     } else {
@@ -186,13 +183,19 @@ pub fn component_pod_account(labelled: &[ServiceAccount]) -> Option<String> {
 }
 
 /// What every pod template of a DCD is rendered with besides the DCD.
-#[derive(Clone, Copy)]
-struct Pods<'a> {
-    infrastructure: &'a Infrastructure,
-    /// The namespace's labelled ServiceAccount ([`component_pod_account`]).
-    account: Option<&'a str>,
-    /// The component's checkpoint, as resolved.
-    checkpoint: Option<&'a Checkpoint>,
+#[derive(Clone, Copy, Debug)]
+pub struct Pods<'a> {
+    /// The operator's infrastructure endpoints (env of every Dynamo container).
+    pub infrastructure: &'a Infrastructure,
+    /// The namespace's labelled ServiceAccount ([`component_pod_account`]): pods run as it
+    /// when nothing else names their ServiceAccount (`default` when `None`).
+    pub account: Option<&'a str>,
+    /// The namespace's image pull secrets by registry host (`reconcilers::pull_secrets`;
+    /// empty with discovery off).
+    pub pull_secrets: &'a PullSecrets,
+    /// The component's checkpoint, as resolved (`reconcilers::checkpoints::resolve_component`;
+    /// see `pod_render::restore`).
+    pub checkpoint: Option<&'a Checkpoint>,
 }
 
 /// Name of the component Service: the DCD name, lowercased, dots as dashes.
@@ -573,7 +576,7 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> 
             .unwrap_or(Backend::None),
         graph_env: &[],
         kv_transfer: None,
-        pull_secrets: &[],
+        pull_secrets: pods.pull_secrets,
         infrastructure: pods.infrastructure,
         runtime_version: RuntimeVersion::of_component(&dcd.spec.component),
         checkpoint: pods.checkpoint,

@@ -1531,23 +1531,32 @@ fn accounts_of(
     accounts: &[k8s_openapi::api::core::v1::ServiceAccount],
 ) -> Vec<Option<String>> {
     let account = component_pod_account(accounts);
-    let templates =
-        match render_with(dcd, &Infrastructure::default(), account.as_deref(), None).workload {
-            Workload::Deployment(d) => vec![d.spec.unwrap().template],
-            Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
-                .into_iter()
-                .map(|t| {
-                    serde_json::from_value::<PodTemplateSpec>(
-                        l.data["spec"]["leaderWorkerTemplate"][t].clone(),
-                    )
-                    .unwrap()
-                })
-                .collect(),
-        };
-    templates
+    let pods = Pods {
+        infrastructure: &Infrastructure::default(),
+        account: account.as_deref(),
+        pull_secrets: &PullSecrets::default(),
+        checkpoint: None,
+    };
+    pod_templates(dcd, &pods)
         .into_iter()
         .map(|t| t.spec.unwrap().service_account_name)
         .collect()
+}
+
+/// Every pod template of `dcd` rendered with `pods`.
+fn pod_templates(dcd: &DynamoComponentDeployment, pods: &Pods<'_>) -> Vec<PodTemplateSpec> {
+    match render_with(dcd, pods).workload {
+        Workload::Deployment(d) => vec![d.spec.unwrap().template],
+        Workload::LeaderWorkerSet(l) => ["leaderTemplate", "workerTemplate"]
+            .into_iter()
+            .map(|t| {
+                serde_json::from_value::<PodTemplateSpec>(
+                    l.data["spec"]["leaderWorkerTemplate"][t].clone(),
+                )
+                .unwrap()
+            })
+            .collect(),
+    }
 }
 
 /// Upstream's `TestDynamoComponentDeploymentReconciler_generateLeaderWorkerSet` ServiceAccount
@@ -1690,5 +1699,96 @@ fn the_dcds_backend_framework_selects_the_backend() {
             want,
             "{framework:?}"
         );
+    }
+}
+
+/// The pull secrets of every pod template of `dcd` rendered with the namespace's `pull_secrets`.
+fn pull_secrets_of(
+    dcd: &DynamoComponentDeployment,
+    pull_secrets: &PullSecrets,
+) -> Vec<Vec<String>> {
+    let pods = Pods {
+        infrastructure: &Infrastructure::default(),
+        account: None,
+        pull_secrets,
+        checkpoint: None,
+    };
+    pod_templates(dcd, &pods)
+        .into_iter()
+        .map(|t| {
+            t.spec
+                .unwrap()
+                .image_pull_secrets
+                .into_iter()
+                .flatten()
+                .map(|r| r.name)
+                .collect()
+        })
+        .collect()
+}
+
+/// The component pathway attaches the namespace's discovered pull secrets as the Grove pathway
+/// does (one renderer, `pod_render::pull_secrets`): on the Deployment's and both
+/// LeaderWorkerSet templates, after the user's own, unless the pod template's annotation turns
+/// discovery off.
+#[test]
+fn discovered_image_pull_secrets() {
+    let nvcr: PullSecrets = [
+        ("nvcr.io".to_string(), vec!["ngc".to_string()]),
+        ("other.example".to_string(), vec!["other".to_string()]),
+    ]
+    .into_iter()
+    .collect();
+    let lws = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
+    let single = worker();
+    let mut explicit = single.clone();
+    user_spec_mut(&mut explicit).image_pull_secrets =
+        Some(vec![k8s_openapi::api::core::v1::LocalObjectReference {
+            name: "mine".into(),
+        }]);
+    let mut off = single.clone();
+    annotate(
+        &mut off,
+        pod_render::DISABLE_IMAGE_PULL_SECRET_DISCOVERY,
+        "true",
+    );
+    let mut off_explicit = explicit.clone();
+    annotate(
+        &mut off_explicit,
+        pod_render::DISABLE_IMAGE_PULL_SECRET_DISCOVERY,
+        "true",
+    );
+    let none = PullSecrets::default();
+    let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let rows: Vec<(
+        &str,
+        &DynamoComponentDeployment,
+        &PullSecrets,
+        Vec<Vec<String>>,
+    )> = vec![
+        ("single node", &single, &nvcr, vec![names(&["ngc"])]),
+        (
+            "both LeaderWorkerSet templates",
+            &lws,
+            &nvcr,
+            vec![names(&["ngc"]), names(&["ngc"])],
+        ),
+        (
+            "after the user's own",
+            &explicit,
+            &nvcr,
+            vec![names(&["mine", "ngc"])],
+        ),
+        ("turned off", &off, &nvcr, vec![names(&[])]),
+        (
+            "turned off keeps the user's",
+            &off_explicit,
+            &nvcr,
+            vec![names(&["mine"])],
+        ),
+        ("discovery off", &single, &none, vec![names(&[])]),
+    ];
+    for (row, dcd, pull_secrets, expected) in rows {
+        assert_eq!(pull_secrets_of(dcd, pull_secrets), expected, "{row}");
     }
 }

@@ -41,12 +41,13 @@ pub struct Watch {
     pub relation: Relation,
     /// Which changes trigger a reconcile.
     pub triggers: &'static str,
-    /// Only when the cluster serves the kind.
+    /// Only when the cluster serves the kind (or, for Secrets, with image pull secret
+    /// discovery on).
     pub optional: bool,
 }
 
 /// Every watch of the DCD controller.
-pub const WATCHES: [Watch; 5] = [
+pub const WATCHES: [Watch; 6] = [
     Watch {
         api_version: "nvidia.com/v1beta1",
         kind: "DynamoComponentDeployment",
@@ -74,6 +75,13 @@ pub const WATCHES: [Watch; 5] = [
         relation: Relation::Namespace,
         triggers: "creation, deletion, and changes of the `nvidia.com/dynamo-component-pod` label (the account pods run as when nothing names one); the graph's own accounts enqueue nothing",
         optional: false,
+    },
+    Watch {
+        api_version: "v1",
+        kind: "Secret",
+        relation: Relation::Namespace,
+        triggers: "with image pull secret discovery only, and only Secrets of type `kubernetes.io/dockerconfigjson`: creation, deletion, and data changes (the registries they hold credentials for)",
+        optional: true,
     },
     Watch {
         api_version: "leaderworkerset.x-k8s.io/v1",

@@ -89,8 +89,9 @@ pub struct GroveConfig {
     pub shared: SharedConfig,
     /// Rendering settings (termination delay, default discovery backend).
     pub render: grove_render::Settings,
-    /// Discover image pull secrets from the namespace's Docker registry Secrets (needs RBAC to
-    /// list Secrets; off by default).
+    /// Discover image pull secrets from the namespace's Docker registry Secrets
+    /// ([`reconcilers::pull_secrets`]; needs `list`/`watch` on Secrets, so off unless the
+    /// operator is started with it).
     pub discover_pull_secrets: bool,
 }
 

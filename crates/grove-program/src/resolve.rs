@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | the existing PodCliqueSet | `grove.io/v1alpha1` PodCliqueSet `<pcs>` in the graph's namespace |
 //! | ClusterTopology domains | the ClusterTopologyBinding named by `spec.experimental.kvTransferPolicy.clusterTopologyName` (only then); it must exist and contain the policy's domain |
-//! | image pull secrets | `kubernetes.io/dockerconfigjson` Secrets of the namespace, by registry host of their `auths` (a failed list is logged and means none, as upstream) |
+//! | image pull secrets | the namespace's Docker config Secrets, only with discovery on ([`reconcilers::pull_secrets`]; a failed list fails the step rather than render the pods without them) |
 //! | components waiting for a checkpoint | from the checkpoint infos the shared checkpoint step resolved: `WaitForCheckpoint` and not ready |
 //! | each checkpointed component's checkpoint, as its pods know it | from the same infos (`reconcilers::checkpoints::pod_checkpoints`): the restore-candidate annotations of `Immediate` components, the restore of Ready `WaitForCheckpoint` ones with the storage the snapshot agent's DaemonSet mounts (`resolve_restores`; none: the step fails, retried) |
 
@@ -14,15 +14,13 @@ use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
 use api::grove::{ClusterTopologyBinding, PodCliqueSet};
+use api::v1beta1::CheckpointStartupPolicy;
 use grove_render::Checkpoint;
-use k8s_openapi::api::core::v1::Secret;
-use kit::{Reader, ReaderExt, Selector};
+use grove_render::pod::PullSecrets;
+use kit::{Reader, ReaderExt};
 use kube::ResourceExt;
 use reconcilers::checkpoints::{CheckpointInfos, pod_checkpoints, resolve_restores};
-use serde_json::Value;
-
-/// Secret type of Docker registry credentials.
-pub const DOCKER_CONFIG_JSON: &str = "kubernetes.io/dockerconfigjson";
+use reconcilers::pull_secrets::Discovery;
 
 /// Why resolution failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +46,9 @@ pub enum Error {
     /// The restore of a Ready checkpoint could not be resolved (its storage).
     #[error("failed to resolve checkpoint restore: {0}")]
     Checkpoint(#[source] reconcilers::Error),
+    /// The namespace's Secrets could not be listed for image pull secret discovery.
+    #[error("list the Docker config Secrets for image pull secrets: {0}")]
+    PullSecrets(#[source] kit::Error),
     /// The ClusterTopologyBinding does not exist (yet).
     #[error(
         "spec.experimental.kvTransferPolicy.clusterTopologyName {0:?} references a ClusterTopologyBinding that was not found"
@@ -81,8 +82,8 @@ pub struct Resolved {
     pub existing: Option<PodCliqueSet>,
     /// ClusterTopology domains for the KV transfer policy (empty when it names none).
     pub topology_domains: Vec<String>,
-    /// Image pull secret names by registry host, sorted and deduplicated.
-    pub pull_secrets: BTreeMap<String, Vec<String>>,
+    /// The namespace's image pull secrets by registry host (empty with discovery off).
+    pub pull_secrets: PullSecrets,
     /// Components waiting for a checkpoint.
     pub waiting_for_checkpoint: BTreeSet<String>,
     /// What each checkpointed component's pods know of its checkpoint.
@@ -92,7 +93,7 @@ pub struct Resolved {
 /// The resolver.
 pub struct Resolver {
     reader: Arc<dyn Reader>,
-    discover_pull_secrets: bool,
+    pull_secrets: Discovery,
 }
 
 impl Resolver {
@@ -100,16 +101,15 @@ impl Resolver {
     /// [`Resolver::with_pull_secret_discovery`].
     pub fn new(reader: Arc<dyn Reader>) -> Self {
         Resolver {
+            pull_secrets: Discovery::new(reader.clone(), false),
             reader,
-            discover_pull_secrets: false,
         }
     }
 
-    /// Discover Docker registry Secrets of the namespace for image pull secrets (upstream's
-    /// behaviour). It lists Secrets, which the least-privilege RBAC in `deploy/` does not grant,
-    /// so it is off unless the operator is configured for it.
+    /// Discover the namespace's Docker config Secrets for image pull secrets (upstream's
+    /// behaviour; see [`reconcilers::pull_secrets`] for what it needs).
     pub fn with_pull_secret_discovery(mut self, on: bool) -> Self {
-        self.discover_pull_secrets = on;
+        self.pull_secrets = Discovery::new(self.reader.clone(), on);
         self
     }
 
@@ -132,7 +132,11 @@ impl Resolver {
         Ok(Resolved {
             existing,
             topology_domains: self.topology_domains(dgd).await?,
-            pull_secrets: self.pull_secrets(ns.as_deref()).await,
+            pull_secrets: self
+                .pull_secrets
+                .resolve(ns.as_deref())
+                .await
+                .map_err(Error::PullSecrets)?,
             waiting_for_checkpoint: waiting_for_checkpoint(checkpoints),
             checkpoints: self.pod_checkpoints(dgd, checkpoints).await?,
         })
@@ -196,62 +200,6 @@ impl Resolver {
         }
         Ok(domains)
     }
-
-    async fn pull_secrets(&self, namespace: Option<&str>) -> BTreeMap<String, Vec<String>> {
-        if !self.discover_pull_secrets {
-            return BTreeMap::new();
-        }
-        let secrets: Vec<Secret> = match self.reader.list(namespace, &Selector::default()).await {
-            Ok(s) => s,
-            Err(error) => {
-                tracing::warn!(namespace = ?namespace, %error, "image pull secret discovery: listing Secrets failed; rendering without discovered pull secrets");
-                return BTreeMap::new();
-            }
-        };
-        pull_secrets(&secrets)
-    }
-}
-
-/// Registry host → names of the Docker config Secrets with credentials for it.
-pub fn pull_secrets(secrets: &[Secret]) -> BTreeMap<String, Vec<String>> {
-    let mut by_host: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for secret in secrets {
-        if secret.type_.as_deref() != Some(DOCKER_CONFIG_JSON) {
-            continue;
-        }
-        let Some(data) = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(".dockerconfigjson"))
-        else {
-            continue;
-        };
-        let Ok(config) = serde_json::from_slice::<Value>(&data.0) else {
-            tracing::warn!(secret = %secret.name_any(), "image pull secret discovery: unreadable .dockerconfigjson; skipped");
-            continue;
-        };
-        let Some(auths) = config.get("auths").and_then(Value::as_object) else {
-            continue;
-        };
-        for registry in auths.keys() {
-            by_host
-                .entry(host(registry))
-                .or_default()
-                .insert(secret.name_any());
-        }
-    }
-    by_host
-        .into_iter()
-        .map(|(host, names)| (host, names.into_iter().collect()))
-        .collect()
-}
-
-/// The host of a registry key (`https://nvcr.io/v2/` → `nvcr.io`).
-fn host(registry: &str) -> String {
-    let rest = registry
-        .split_once("://")
-        .map_or(registry, |(_, rest)| rest);
-    rest.split('/').next().unwrap_or(rest).to_string()
 }
 
 /// The components whose checkpoint startup policy is `WaitForCheckpoint` and whose checkpoint

@@ -932,4 +932,52 @@ async fn a_waiting_component_starts_restored_once_its_checkpoint_is_ready() {
         Some(vec!["sleep".to_string(), "infinity".to_string()])
     );
     assert_ne!(ready(&d).1, "waiting_for_checkpoint");
+/// A Docker config Secret of the graph's namespace for the images' registry reaches every
+/// clique's pods; one of another namespace does not.
+#[tokio::test]
+async fn discovered_image_pull_secrets_reach_every_clique() {
+    let secret = |ns: &str, name: &str| -> k8s_openapi::api::core::v1::Secret {
+        serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "namespace": ns },
+            "type": "kubernetes.io/dockerconfigjson",
+            // {"auths":{"nvcr.io":{}}}
+            "data": { ".dockerconfigjson": "eyJhdXRocyI6eyJudmNyLmlvIjp7fX19" },
+        }))
+        .unwrap()
+    };
+    let d = Double::new();
+    d.insert(graph());
+    d.insert(secret(NS, "ngc"));
+    d.insert(secret("elsewhere", "theirs"));
+    pass(&d, &program(&d)).await.unwrap();
+    for clique in pcs(&d).spec.template.cliques {
+        let names: Vec<String> = clique
+            .spec
+            .pod_spec
+            .image_pull_secrets
+            .into_iter()
+            .flatten()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(names, ["ngc"], "{}", clique.name);
+    }
+}
+
+/// A failed list of the Secrets fails the workload step: nothing is rendered without them.
+#[tokio::test]
+async fn a_failed_secret_list_writes_no_podcliqueset() {
+    let d = Double::new();
+    d.insert(graph());
+    d.fail_next(
+        Verb::List,
+        "Secret",
+        kit::Error::Forbidden("secrets denied".into()),
+    );
+    let err = pass(&d, &program(&d)).await.unwrap_err();
+    assert_eq!(retry_of(err), Retry::Backoff);
+    assert!(
+        !kinds(&d).iter().any(|(_, k)| k == "PodCliqueSet"),
+        "{:?}",
+        kinds(&d)
+    );
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use api::DynamoGraphDeployment;
 use grove_program::grove_render::{self, Inputs, Settings, Workers};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Every DynamoGraphDeployment of the conformance folders, as v1beta1, with its file stem.
 fn graphs() -> Vec<(String, DynamoGraphDeployment)> {
@@ -60,7 +60,7 @@ fn render(dgd: &DynamoGraphDeployment) -> String {
         waiting_for_checkpoint: &BTreeSet::new(),
         checkpoints: &BTreeMap::new(),
         topology_domains: &[],
-        pull_secrets: &BTreeMap::new(),
+        pull_secrets: &Default::default(),
         settings: &Settings::default(),
     })
     .expect("conformance graphs render");

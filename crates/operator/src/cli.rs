@@ -201,6 +201,15 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_PROMETHEUS_ENDPOINT", global = true)]
     pub prometheus_endpoint: Option<String>,
 
+    /// Discover image pull secrets, as upstream does: every pod gets the Secrets of type
+    /// `kubernetes.io/dockerconfigjson` of its namespace whose registries its images are pulled
+    /// from (unless its annotation `nvidia.com/disable-image-pull-secret-discovery` is
+    /// `"true"`). Needs `list` and `watch` on Secrets across the watched namespaces; `false`
+    /// keeps the operator to reading Secrets by name (the trade-off: docs/architecture.md,
+    /// "Image pull secret discovery").
+    #[arg(long, env = "DYNAMO_OPERATOR_DISCOVER_IMAGE_PULL_SECRETS", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub discover_image_pull_secrets: bool,
+
     /// Concurrent reconciles of DynamoGraphDeployments.
     #[arg(
         long,

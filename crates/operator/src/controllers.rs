@@ -3,8 +3,8 @@
 //!
 //! | controller | primary | owned kinds that feed it |
 //! | --- | --- | --- |
-//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, Service (Grove component Services and model Services, mapped to every owning graph), the graphs waiting for an optional API that came or went ([`crate::optional_apis`]) |
-//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, LeaderWorkerSet (label-selected by `nvidia.com/dynamo-component`), Service (mapped to every owning DCD: the model Service has several), ServiceAccount (labelled `nvidia.com/dynamo-component-pod`, mapped to the namespace's DCDs), the multinode DCDs when the LeaderWorkerSet API came or went |
+//! | dynamographdeployment | DynamoGraphDeployment (the root) | DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, Service (Grove component Services and model Services, mapped to every owning graph), Docker config Secret (with image pull secret discovery, mapped to the namespace's graphs), the graphs waiting for an optional API that came or went ([`crate::optional_apis`]) |
+//! | dynamocomponentdeployment | DynamoComponentDeployment | Deployment, LeaderWorkerSet (label-selected by `nvidia.com/dynamo-component`), Service (mapped to every owning DCD: the model Service has several), ServiceAccount (labelled `nvidia.com/dynamo-component-pod`, mapped to the namespace's DCDs), Docker config Secret (with image pull secret discovery, mapped to the namespace's DCDs), the multinode DCDs when the LeaderWorkerSet API came or went |
 //! | dynamocheckpoint | DynamoCheckpoint | Job (label-selected), ConfigMap (the artifact record) |
 //! | dynamographdeploymentscalingadapter | DynamoGraphDeploymentScalingAdapter | DynamoComponentDeployment, DynamoGraphDeployment (and PodClique, PodCliqueScalingGroup with Grove), mapped to the adapters naming their graph and component |
 //!
@@ -14,8 +14,13 @@
 //! watch too, because the component controller reads the user's accounts labelled
 //! `nvidia.com/dynamo-component-pod` from it and a kind has one watch with one selector), so
 //! reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
-//! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
-//! calls, which it counts ([`kit::cache::Cache::live_reads`]).
+//! watched only with `--discover-image-pull-secrets`, and then only those of type
+//! `kubernetes.io/dockerconfigjson` (field selector `type=`, so no other Secret is held in
+//! memory): both the graph and the DCD controller list them from the cache for image pull
+//! secrets (`reconcilers::pull_secrets`), a change re-renders the graphs and DCDs of the
+//! namespace, and their reconciles wait for that watch's first list, so discovery never lists
+//! Secrets live. Other Secrets are read by name (the MPI key); reads the cache cannot serve fall
+//! back to live calls, which it counts ([`kit::cache::Cache::live_reads`]).
 //!
 //! A stored object of ours that does not decode (a newer CRD version's enum value, nesting beyond
 //! `kit::object::MAX_DEPTH`) is skipped by the cache rather than failing its kind's list, and
@@ -41,7 +46,9 @@ use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::Api;
@@ -145,6 +152,7 @@ impl Wiring<'_> {
             },
             Scope::Graph => config.labels(GRAPH_LABEL),
             Scope::Labelled(label) => config.labels(label),
+            Scope::Fields(fields) => config.fields(fields),
             Scope::All => config,
         }
     }
@@ -288,6 +296,33 @@ enum Scope {
     All,
     /// Only objects carrying this label.
     Labelled(&'static str),
+    /// Only objects matching this field selector.
+    Fields(&'static str),
+}
+
+/// The Secrets image pull secret discovery reads: Docker config Secrets only.
+const DOCKER_CONFIG_SECRETS: &str = "type=kubernetes.io/dockerconfigjson";
+
+impl Wiring<'_> {
+    /// With image pull secret discovery, the Docker config Secrets' store (registered once,
+    /// shared by the graph and DCD controllers); `None` without.
+    fn docker_config_secrets(&self) -> anyhow::Result<Option<Store<Secret>>> {
+        if !self.args.discover_image_pull_secrets {
+            return Ok(None);
+        }
+        Ok(Some(
+            self.watch::<Secret>(Scope::Fields(DOCKER_CONFIG_SECRETS))?,
+        ))
+    }
+}
+
+/// Holds a reconcile until the Docker config Secrets' first list is in the cache (image pull
+/// secret discovery reads them from there, never live); at once without discovery or after.
+async fn secrets_synced(secrets: Option<&Store<Secret>>) {
+    if let Some(store) = secrets {
+        // An error means the cache is gone: the operator is stopping.
+        let _ = store.wait_until_ready().await;
+    }
 }
 
 /// Wraps a reconcile with the controller's metrics.
@@ -318,11 +353,13 @@ where
 struct DgdContext {
     root: root::Root,
     metrics: ControllerMetrics,
+    secrets: Option<Store<Secret>>,
 }
 
 struct DcdContext {
     reconciler: dcd_controller::DcdReconciler,
     metrics: ControllerMetrics,
+    secrets: Option<Store<Secret>>,
 }
 
 /// Registers the watches of every controller in `cache` and returns the controllers' futures
@@ -445,41 +482,62 @@ fn dgd_controller(
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
     w.watch_optional::<PodClique>(Scope::Graph)?;
     w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
+    let secrets = w.docker_config_secrets()?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
-    let root = root(reader, writer, w.served.clone(), &w.args.infrastructure());
+    let root = root(
+        reader,
+        writer,
+        w.served.clone(),
+        &w.args.infrastructure(),
+        secrets.is_some(),
+    );
 
     // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
     // stall its watch).
-    let controller =
-        Controller::for_shared_stream(w.trigger::<DynamoGraphDeployment>(name, &metrics)?, store)
-            .owns_shared_stream(w.trigger::<DynamoComponentDeployment>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<ServiceAccount>(name, &metrics)?)
-            .watches_shared_stream(
-                w.trigger::<Service>(name, &metrics)?,
-                owners_mapper::<Service, DynamoGraphDeployment>(metrics.clone()),
-            )
-            .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
+    let mut controller = Controller::for_shared_stream(
+        w.trigger::<DynamoGraphDeployment>(name, &metrics)?,
+        store.clone(),
+    )
+    .owns_shared_stream(w.trigger::<DynamoComponentDeployment>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<DynamoGraphDeploymentScalingAdapter>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<ServiceAccount>(name, &metrics)?)
+    .watches_shared_stream(
+        w.trigger::<Service>(name, &metrics)?,
+        owners_mapper::<Service, DynamoGraphDeployment>(metrics.clone()),
+    )
+    .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
             .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
             .watches_shared_stream(
                 w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
                 graph_of,
-            )
-            .reconcile_on(waiting)
-            .with_config(w.config(w.args.dgd_concurrency))
-            .graceful_shutdown_on(w.stop.clone().cancelled_owned());
-    let ctx = Arc::new(DgdContext { root, metrics });
+        );
+    if secrets.is_some() {
+        controller = controller.watches_shared_stream(
+            w.trigger::<Secret>(name, &metrics)?,
+            namespace_mapper::<Secret, DynamoGraphDeployment>(store, metrics.clone()),
+        );
+    }
+    let controller = controller
+        .reconcile_on(waiting)
+        .with_config(w.config(w.args.dgd_concurrency))
+        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+    let ctx = Arc::new(DgdContext {
+        root,
+        metrics,
+        secrets,
+    });
     Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |dgd: Arc<DynamoGraphDeployment>, ctx: Arc<DgdContext>| async move {
+                secrets_synced(ctx.secrets.as_ref()).await;
                 measured(&ctx.metrics, dgd.as_ref(), ctx.root.reconcile(dgd.clone())).await
             },
             ctx,
@@ -494,6 +552,7 @@ pub fn root(
     writer: Arc<dyn Writer>,
     served: Served,
     infrastructure: &pod_render::Infrastructure,
+    discover_pull_secrets: bool,
 ) -> root::Root {
     let mut component_config = component_program::ComponentConfig {
         served: served.clone(),
@@ -502,7 +561,10 @@ pub fn root(
     component_config.shared.infrastructure = infrastructure.clone();
     let component =
         component_program::ComponentProgram::new(reader.clone(), writer.clone(), component_config);
-    let mut grove_config = grove_program::GroveConfig::default();
+    let mut grove_config = grove_program::GroveConfig {
+        discover_pull_secrets,
+        ..Default::default()
+    };
     grove_config.render.infrastructure = infrastructure.clone();
     grove_config.shared.infrastructure = infrastructure.clone();
     let grove = grove_program::GroveProgram::new(reader.clone(), writer.clone(), grove_config);
@@ -524,14 +586,16 @@ fn dcd_controller(
     w.watch::<ServiceAccount>(Scope::All)?;
     // Every LeaderWorkerSet the controller renders carries the component label.
     w.watch_optional::<LeaderWorkerSet>(Scope::Labelled(api::labels::DYNAMO_COMPONENT))?;
+    let secrets = w.docker_config_secrets()?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
     let reconciler = dcd_controller::DcdReconciler::new(reader, writer)
         .with_infrastructure(w.args.infrastructure())
-        .with_served(w.served.clone());
+        .with_served(w.served.clone())
+        .with_pull_secret_discovery(secrets.is_some());
 
-    let controller = Controller::for_shared_stream(
+    let mut controller = Controller::for_shared_stream(
         w.trigger::<DynamoComponentDeployment>(name, &metrics)?,
         store.clone(),
     )
@@ -543,18 +607,30 @@ fn dcd_controller(
     )
     .watches_shared_stream(
         w.trigger::<ServiceAccount>(name, &metrics)?,
-        namespace_mapper::<ServiceAccount, DynamoComponentDeployment>(store, metrics.clone()),
-    )
-    .reconcile_on(waiting)
-    .with_config(w.config(w.args.dcd_concurrency))
-    .graceful_shutdown_on(w.stop.clone().cancelled_owned());
+        namespace_mapper::<ServiceAccount, DynamoComponentDeployment>(
+            store.clone(),
+            metrics.clone(),
+        ),
+    );
+    if secrets.is_some() {
+        controller = controller.watches_shared_stream(
+            w.trigger::<Secret>(name, &metrics)?,
+            namespace_mapper::<Secret, DynamoComponentDeployment>(store, metrics.clone()),
+        );
+    }
+    let controller = controller
+        .reconcile_on(waiting)
+        .with_config(w.config(w.args.dcd_concurrency))
+        .graceful_shutdown_on(w.stop.clone().cancelled_owned());
     let ctx = Arc::new(DcdContext {
         reconciler,
         metrics,
+        secrets,
     });
     Ok(w.runner(controller, status_writer, &ctx.metrics)
         .run(
             |dcd: Arc<DynamoComponentDeployment>, ctx: Arc<DcdContext>| async move {
+                secrets_synced(ctx.secrets.as_ref()).await;
                 measured(
                     &ctx.metrics,
                     dcd.as_ref(),

@@ -162,9 +162,11 @@ async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<V
         double.writer(),
         served.clone(),
         &pod_render::Infrastructure::default(),
+        true,
     );
     let dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
-        .with_served(served.clone());
+        .with_served(served.clone())
+        .with_pull_secret_discovery(true);
     for _ in 0..MAX_PASSES {
         let before = double.revision();
         let current: Arc<DynamoGraphDeployment> = Arc::new(

@@ -205,6 +205,13 @@ pub const TRIGGERS: &[Trigger] = &[
     },
     Trigger {
         controller: ControllerName::Dgd,
+        kind: "v1/Secret",
+        fields: &["/data"],
+        enqueue: Enqueue::Namespace,
+        note: "Docker registry credentials for image pull secret discovery (only with `--discover-image-pull-secrets`; one watch shared with the component controller, field-selected `type=kubernetes.io/dockerconfigjson`, so no other Secret is watched): one appearing, going or changing its registries re-renders the namespace's graphs, whose Grove pods get its name (upstream refreshes its index on such events and every minute, without re-rendering)",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
         kind: "grove.io/v1alpha1/PodCliqueSet",
         fields: &[
             "/metadata/generation",
@@ -321,6 +328,13 @@ pub const TRIGGERS: &[Trigger] = &[
         fields: &["/metadata/labels/nvidia.com~1dynamo-component-pod"],
         enqueue: Enqueue::Namespace,
         note: "the `nvidia.com/dynamo-component-pod: \"true\"` accounts pods run as when nothing names one (the first by name): one appearing, going or being (un)labelled re-renders the namespace's DCDs (upstream does not watch them)",
+    },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "v1/Secret",
+        fields: &["/data"],
+        enqueue: Enqueue::Namespace,
+        note: "Docker registry credentials for image pull secret discovery (only with `--discover-image-pull-secrets`; the graph controller's field-selected watch): one appearing, going or changing its registries re-renders the namespace's DCDs",
     },
     // The checkpoint controller's rows mirror `checkpoint_controller::WATCHES` (a test keeps
     // them equal).
@@ -677,6 +691,39 @@ mod tests {
             ) || matches!((t.enqueue, w.enqueue), (Enqueue::Label(a), checkpoint_controller::Enqueue::Label(b)) if a == b);
             assert!(same, "{}: {:?} vs {:?}", t.kind, t.enqueue, w.enqueue);
         }
+    }
+
+    /// The Docker config Secrets re-render both pathways, and only by namespace (a Secret has
+    /// no owner among our primaries).
+    #[test]
+    fn secrets_rerender_both_pathways_by_namespace() {
+        let rows: Vec<_> = TRIGGERS.iter().filter(|t| t.kind == "v1/Secret").collect();
+        assert_eq!(
+            rows.iter().map(|t| t.controller).collect::<Vec<_>>(),
+            [ControllerName::Dgd, ControllerName::Dcd]
+        );
+        for t in rows {
+            assert_eq!(t.enqueue, Enqueue::Namespace);
+            assert_eq!(t.fields, ["/data"]);
+        }
+        let secret = |data: &str| -> k8s_openapi::api::core::v1::Secret {
+            serde_json::from_value(serde_json::json!({
+                "metadata": { "name": "ngc", "namespace": "ns", "uid": "s1" },
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": { ".dockerconfigjson": data },
+            }))
+            .unwrap()
+        };
+        let mut f = Filter::new(row::<k8s_openapi::api::core::v1::Secret>(
+            ControllerName::Dcd,
+        ));
+        assert_eq!(f.check(&secret("e30="), true), Some(Reason::Created));
+        assert_eq!(f.check(&secret("e30="), true), None);
+        assert_eq!(
+            f.check(&secret("e30K"), true),
+            Some(Reason::Changed(vec!["/data"]))
+        );
+        assert_eq!(f.check(&secret("e30K"), false), Some(Reason::Deleted));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! `deploy/` stays consistent and least-privilege: the Helm chart grants exactly the rules of
-//! `deploy/rbac/clusterrole.yaml`, no rule uses a wildcard, and the operator's pod is locked down.
+//! `deploy/rbac/clusterrole.yaml`, no rule uses a wildcard, the operator's pod is locked down,
+//! and `list`/`watch` on Secrets (image pull secret discovery) is granted only where discovery
+//! is turned on.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(format!(
@@ -33,8 +35,38 @@ fn helm_cluster_role_matches_deploy() {
     );
 }
 
+/// The optional image pull secret discovery role (kustomize component and chart).
+const DISCOVERY: &str = "components/image-pull-secret-discovery";
+
+/// The first document of a multi-document YAML text.
+fn first_document(text: &str) -> &str {
+    text.split("\n---\n").next().unwrap_or(text)
+}
+
 #[test]
 fn no_wildcards_in_rbac() {
+    for path in [
+        "rbac/clusterrole.yaml",
+        &format!("{DISCOVERY}/clusterrole.yaml"),
+    ] {
+        let role: ClusterRole = serde_yaml::from_str(&read(path)).unwrap();
+        for rule in role.rules.unwrap_or_default() {
+            let all = rule
+                .verbs
+                .iter()
+                .chain(rule.resources.iter().flatten())
+                .chain(rule.api_groups.iter().flatten());
+            for item in all {
+                assert!(!item.contains('*'), "wildcard in {path}: {rule:?}");
+            }
+        }
+    }
+}
+
+/// The base role reads Secrets by name only; `list`/`watch` come only with the discovery role,
+/// which grants nothing else.
+#[test]
+fn secrets_are_listed_only_with_image_pull_secret_discovery() {
     let role: ClusterRole = serde_yaml::from_str(&read("rbac/clusterrole.yaml")).unwrap();
     for rule in role.rules.unwrap_or_default() {
         let all = rule
@@ -52,6 +84,86 @@ fn no_wildcards_in_rbac() {
             );
         }
     }
+    let discovery: ClusterRole =
+        serde_yaml::from_str(&read(&format!("{DISCOVERY}/clusterrole.yaml"))).unwrap();
+    assert_eq!(
+        discovery.rules.clone().unwrap_or_default(),
+        [PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["secrets".into()]),
+            verbs: vec!["list".into(), "watch".into()],
+            ..Default::default()
+        }]
+    );
+    let chart: ClusterRole = serde_yaml::from_str(first_document(&untemplated(&read(
+        "helm/dynamo-operator/templates/image-pull-secrets-rbac.yaml",
+    ))))
+    .unwrap();
+    assert_eq!(
+        discovery.rules, chart.rules,
+        "the chart's discovery role must grant exactly the kustomize component's rules"
+    );
+    assert_eq!(discovery.metadata.name, chart.metadata.name);
+}
+
+/// Discovery and its RBAC come together: the kustomize base leaves both out, the component adds
+/// both; the chart's value (on by default, as upstream's chart) sets the flag and the role.
+#[test]
+fn image_pull_secret_discovery_and_its_rbac_go_together() {
+    const ENV: &str = "DYNAMO_OPERATOR_DISCOVER_IMAGE_PULL_SECRETS";
+    let env_of = |text: &str| {
+        let deployment: Deployment = serde_yaml::from_str(text).unwrap();
+        let pod = deployment.spec.unwrap().template.spec.unwrap();
+        pod.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == ENV)
+            .and_then(|e| e.value.clone())
+    };
+    assert_eq!(
+        env_of(&read("operator/deployment.yaml")).as_deref(),
+        Some("false"),
+        "the least-privilege base turns discovery off"
+    );
+    assert_eq!(
+        env_of(&read(&format!("{DISCOVERY}/deployment-patch.yaml"))).as_deref(),
+        Some("true")
+    );
+    let component: serde_yaml::Value =
+        serde_yaml::from_str(&read(&format!("{DISCOVERY}/kustomization.yaml"))).unwrap();
+    assert_eq!(component["kind"].as_str(), Some("Component"));
+    assert_eq!(
+        serde_yaml::from_value::<Vec<String>>(component["resources"].clone()).unwrap(),
+        ["clusterrole.yaml", "clusterrolebinding.yaml"]
+    );
+    assert_eq!(
+        component["patches"][0]["path"].as_str(),
+        Some("deployment-patch.yaml")
+    );
+    let binding: ClusterRoleBinding =
+        serde_yaml::from_str(&read(&format!("{DISCOVERY}/clusterrolebinding.yaml"))).unwrap();
+    let base: ClusterRoleBinding =
+        serde_yaml::from_str(&read("rbac/clusterrolebinding.yaml")).unwrap();
+    assert_eq!(binding.subjects, base.subjects);
+    assert_eq!(binding.role_ref.name, "dynamo-operator-image-pull-secrets");
+
+    let template = read("helm/dynamo-operator/templates/image-pull-secrets-rbac.yaml");
+    assert!(
+        template.starts_with("{{- if .Values.discoverImagePullSecrets }}")
+            && template.trim_end().ends_with("{{- end }}"),
+        "the chart grants the discovery role only with the value"
+    );
+    assert!(
+        read("helm/dynamo-operator/templates/deployment.yaml")
+            .contains("- --discover-image-pull-secrets={{ .Values.discoverImagePullSecrets }}")
+    );
+    let values: serde_yaml::Value =
+        serde_yaml::from_str(&read("helm/dynamo-operator/values.yaml")).unwrap();
+    assert_eq!(
+        values["discoverImagePullSecrets"],
+        serde_yaml::Value::Bool(true)
+    );
 }
 
 #[test]

@@ -52,6 +52,8 @@ async fn converges_with_only_the_deployed_rbac() {
         cp,
         Spawn {
             kubeconfig: Some(kubeconfig),
+            // As deploy/operator/deployment.yaml: the base RBAC grants no Secret list/watch.
+            extra_args: vec!["--discover-image-pull-secrets=false".into()],
             ..Spawn::default()
         },
     );

@@ -16,8 +16,8 @@
 //! 4. the discovery ServiceAccount; the volumes: the compilation cache ([`cache`]), the EPP's
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
-//!    `frontendSidecar` container with the frontend's defaults, and discovered image pull
-//!    secrets. With `dynamoSidecar`, the named init container gets the runtime's defaults and
+//!    `frontendSidecar` container with the frontend's defaults, and the discovered image pull
+//!    secrets of every container's and init container's image ([`pull_secrets`]). With `dynamoSidecar`, the named init container gets the runtime's defaults and
 //!    the topology wiring, and `main` (the engine) none of step 1 (see `sidecar`). A pod nothing names a ServiceAccount for keeps none, as upstream's
 //!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
 //!    pathway leaves it to the kubelet (`default`);
@@ -39,6 +39,7 @@ pub mod infrastructure;
 pub mod merge;
 pub mod parts;
 pub mod restore;
+pub mod pull_secrets;
 mod sidecar;
 pub mod volumes;
 
@@ -48,15 +49,14 @@ use api::DynamoComponentDeploymentSharedSpec;
 use api::labels;
 use api::runtime_version::RuntimeVersion;
 use api::v1beta1::{ComponentType, KvTransferPolicy, MAIN_CONTAINER_NAME};
-use k8s_openapi::api::core::v1::{
-    Container, EnvVar, LocalObjectReference, PodSecurityContext, PodSpec,
-};
+use k8s_openapi::api::core::v1::{Container, EnvVar, PodSecurityContext, PodSpec};
 use serde_json::Value;
 
 pub use api::backend::{self, Backend};
 pub use infrastructure::Infrastructure;
 pub use merge::merge_envs;
 use parts::{env, field_env, http_probe, port};
+pub use pull_secrets::{PullSecrets, registry_host};
 
 /// Port of the frontend's HTTP server.
 pub const HTTP_PORT: i32 = 8000;
@@ -81,7 +81,8 @@ pub const DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS: i64 = 60;
 /// ServiceAccount of component-pathway pods that name none, get no discovery account and find
 /// no labelled account in their namespace (the kubelet's default on the Grove pathway).
 pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
-/// Annotation (pod template, user): `"true"` turns off image pull secret discovery.
+/// Annotation (pod template, user): `"true"` turns off image pull secret discovery
+/// ([`pull_secrets`]).
 pub const DISABLE_IMAGE_PULL_SECRET_DISCOVERY: &str =
     "nvidia.com/disable-image-pull-secret-discovery";
 
@@ -126,8 +127,9 @@ pub struct PodInput<'a> {
     pub graph_env: &'a [k8s_openapi::api::core::v1::EnvVar],
     /// KV transfer policy and ClusterTopology domains, for workers that get topology wiring.
     pub kv_transfer: Option<(&'a KvTransferPolicy, &'a [String])>,
-    /// Image pull secrets discovered for the main image (used when the user names none).
-    pub pull_secrets: &'a [String],
+    /// The namespace's image pull secrets by registry host ([`pull_secrets`]; empty when
+    /// discovery is off).
+    pub pull_secrets: &'a PullSecrets,
     /// The operator's infrastructure endpoints (env of every Dynamo container).
     pub infrastructure: &'a Infrastructure,
     /// The component's Dynamo runtime version (`RuntimeVersion::of_component`; `None` when
@@ -198,6 +200,7 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     if let Some(name) = &component.frontend_sidecar {
         sidecar::frontend(&mut spec, input, name, &main_mounts);
     }
+    pull_secrets::apply(&mut spec, input);
     gms::apply(&mut spec, input);
     failover::apply(&mut spec, input);
     restore::apply(&mut spec, input.checkpoint);
@@ -206,8 +209,7 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
 
 /// The pod-level defaults (termination grace, restart policy, the planner's and the EPP's
 /// ServiceAccount) under the user's pod spec (its containers left out), then `fsGroup` when the
-/// user gives no security context, the discovery ServiceAccount when nothing names one and the
-/// discovered image pull secrets when the user names none.
+/// user gives no security context, and the discovery ServiceAccount when nothing names one.
 fn pod_level(input: &PodInput<'_>, user_spec: Option<&PodSpec>) -> PodSpec {
     let r#type = input.component.r#type;
     let base = PodSpec {
@@ -251,16 +253,6 @@ fn pod_level(input: &PodInput<'_>, user_spec: Option<&PodSpec>) -> PodSpec {
         && let Some(graph) = input.graph
     {
         spec.service_account_name = Some(discovery_service_account(graph));
-    }
-    if spec.image_pull_secrets.as_ref().is_none_or(Vec::is_empty) && !input.pull_secrets.is_empty()
-    {
-        spec.image_pull_secrets = Some(
-            input
-                .pull_secrets
-                .iter()
-                .map(|name| LocalObjectReference { name: name.clone() })
-                .collect(),
-        );
     }
     spec
 }
@@ -450,21 +442,6 @@ fn system_probes(container: &mut Container, liveness_failures: i32) {
     ));
     container.readiness_probe = Some(http_probe("/health", SYSTEM_PORT_NAME, 0, 10, 4, 3));
     container.startup_probe = Some(http_probe("/live", SYSTEM_PORT_NAME, 0, 10, 5, 720));
-}
-
-/// The registry host of an image reference (`nvcr.io/nvidia/x:1` → `nvcr.io`; no registry
-/// part → `docker.io`), as image pull secrets are keyed.
-pub fn registry_host(image: &str) -> String {
-    let image = image
-        .split_once("://")
-        .map_or(image, |(_, rest)| rest)
-        .trim();
-    match image.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
-            first.to_string()
-        }
-        _ => "docker.io".to_string(),
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod failover;
 mod gates;
 mod gms;
 mod restore;
+mod pull_secrets;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -26,17 +27,6 @@ fn backend_detection_follows_upstream() {
         "dynamo.vllm"
     ));
     assert!(!runs_module(&strings(&["dynamo.vllm"]), "dynamo.vllm"));
-}
-
-#[test]
-fn registry_hosts() {
-    assert_eq!(
-        registry_host("nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1"),
-        "nvcr.io"
-    );
-    assert_eq!(registry_host("localhost:5000/x"), "localhost:5000");
-    assert_eq!(registry_host("ubuntu:22.04"), "docker.io");
-    assert_eq!(registry_host("library/ubuntu"), "docker.io");
 }
 
 #[test]
@@ -89,6 +79,7 @@ fn render(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> 
 fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> PodInput<'_> {
     let annotations: &'static BTreeMap<String, String> = Box::leak(Box::default());
     let infrastructure: &'static Infrastructure = Box::leak(Box::default());
+    let pull_secrets: &'static PullSecrets = Box::leak(Box::default());
     PodInput {
         graph: Some("dgd"),
         namespace: "ns",
@@ -104,7 +95,7 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         backend,
         graph_env: &[],
         kv_transfer: None,
-        pull_secrets: &[],
+        pull_secrets,
         infrastructure,
         runtime_version: None,
         checkpoint: None,
@@ -415,7 +406,7 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         backend: Backend::Vllm,
         graph_env: &[],
         kv_transfer: None,
-        pull_secrets: &[],
+        pull_secrets: &PullSecrets::default(),
         infrastructure: &infrastructure,
         runtime_version: None,
         checkpoint: None,
@@ -495,7 +486,7 @@ fn infrastructure_env_on_every_component() {
             backend: Backend::None,
             graph_env: &[],
             kv_transfer: None,
-            pull_secrets: &[],
+            pull_secrets: &PullSecrets::default(),
             infrastructure: &infrastructure,
             runtime_version: None,
             checkpoint: None,

@@ -11,6 +11,7 @@ pub mod gms;
 pub mod model_service;
 pub mod naming;
 pub mod optional;
+pub mod pull_secrets;
 pub mod pvc;
 pub mod rbac;
 pub mod restart;

@@ -26,7 +26,7 @@ pub mod pod;
 mod render;
 pub mod services;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use api::DynamoGraphDeployment;
 use api::grove::PodCliqueSet;
@@ -61,8 +61,9 @@ pub struct Inputs<'a> {
     /// Domains of the ClusterTopology named by `spec.experimental.kvTransferPolicy`, widest
     /// first (empty when it names none).
     pub topology_domains: &'a [String],
-    /// Image pull secrets of the graph's namespace, by registry host.
-    pub pull_secrets: &'a BTreeMap<String, Vec<String>>,
+    /// Image pull secrets of the graph's namespace, by registry host (empty with discovery
+    /// off); every pod gets those of its images unless its annotations turn discovery off.
+    pub pull_secrets: &'a pod::PullSecrets,
     /// Operator settings.
     pub settings: &'a Settings,
 }

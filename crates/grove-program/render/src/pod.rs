@@ -15,7 +15,8 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 pub use pod_render::{
-    Backend, DISABLE_IMAGE_PULL_SECRET_DISCOVERY, HTTP_PORT, PodInput, SYSTEM_PORT, registry_host,
+    Backend, DISABLE_IMAGE_PULL_SECRET_DISCOVERY, HTTP_PORT, PodInput, PullSecrets, SYSTEM_PORT,
+    registry_host,
 };
 
 use crate::names::{ROLE_SUFFIX_LEADER, Role};

@@ -157,7 +157,6 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         let worker_hash = worker
             .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
             .flatten();
-        let pull_secrets = pull_secrets_for(&component, &annotations, &graph_annotations, inputs);
         let waiting = inputs.waiting_for_checkpoint.contains(&original.name);
         let uses_group = component.uses_pcsg();
         let multinode = component.is_multinode();
@@ -177,7 +176,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 backend,
                 graph_env: &dgd.spec.env,
                 kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
-                pull_secrets: &pull_secrets,
+                pull_secrets: inputs.pull_secrets,
                 infrastructure: &inputs.settings.infrastructure,
                 runtime_version: RuntimeVersion::of_component(&component),
                 checkpoint,
@@ -313,7 +312,7 @@ pub fn preflight(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
         waiting_for_checkpoint: &BTreeSet::new(),
         checkpoints: &BTreeMap::new(),
         topology_domains: &[],
-        pull_secrets: &BTreeMap::new(),
+        pull_secrets: &pod::PullSecrets::default(),
         settings: &settings,
     })
     .map(|_| ())
@@ -556,31 +555,6 @@ fn clique_labels(
         );
     }
     result
-}
-
-/// The image pull secrets for the component's main image, unless the pod template or the graph
-/// turns discovery off with [`pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY`].
-fn pull_secrets_for(
-    component: &DynamoComponentDeploymentSharedSpec,
-    annotations: &BTreeMap<String, String>,
-    graph_annotations: &BTreeMap<String, String>,
-    inputs: &Inputs<'_>,
-) -> Vec<String> {
-    let disabled = [annotations, graph_annotations].iter().any(|a| {
-        a.get(pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY)
-            .map(String::as_str)
-            == Some("true")
-    });
-    if disabled {
-        return Vec::new();
-    }
-    component
-        .main_container()
-        .and_then(|m| m.image.as_deref())
-        .filter(|i| !i.is_empty())
-        .and_then(|image| inputs.pull_secrets.get(&pod::registry_host(image)))
-        .cloned()
-        .unwrap_or_default()
 }
 
 /// TRT-LLM multinode: the leader clique starts after the worker cliques. Returns whether a

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use api::common::MultinodeSpec;
 use api::grove::PodCliqueSet;
@@ -194,7 +194,7 @@ fn build(seed: &GraphSeed) -> (DynamoGraphDeployment, Fixture) {
         waiting: seed.waiting.iter().filter_map(pick).collect(),
         checkpoints: BTreeMap::new(),
         domains: Vec::new(),
-        pull_secrets: BTreeMap::new(),
+        pull_secrets: Default::default(),
         settings: Default::default(),
     };
     (dgd, fixture)

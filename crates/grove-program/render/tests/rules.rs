@@ -914,7 +914,9 @@ fn unsupported_and_unrenderable_inputs_are_errors() {
 #[test]
 fn image_pull_secrets_and_kv_transfer_wiring() {
     let fixture = Fixture {
-        pull_secrets: BTreeMap::from([("nvcr.io".to_string(), vec!["ngc".to_string()])]),
+        pull_secrets: [("nvcr.io".to_string(), vec!["ngc".to_string()])]
+            .into_iter()
+            .collect(),
         domains: vec!["zone".into(), "rack".into()],
         ..Default::default()
     };
@@ -968,11 +970,26 @@ fn image_pull_secrets_and_kv_transfer_wiring() {
         main_env(clique(&pcs, "frontend"), "DYN_KV_TRANSFER_DOMAIN"),
         None
     );
-    // Discovery can be turned off per graph.
-    dgd.metadata.annotations = Some(BTreeMap::from([(
+    // Discovery is turned off by the pods' annotations: graph-wide through `spec.annotations`
+    // (they are under every pod template's); the graph's own metadata annotation is not
+    // propagated to the pods, so it does not.
+    let off = BTreeMap::from([(
         grove_render::pod::DISABLE_IMAGE_PULL_SECRET_DISCOVERY.to_string(),
         "true".to_string(),
-    )]));
+    )]);
+    dgd.metadata.annotations = Some(off.clone());
+    let pcs = fixture.render(&dgd, None).unwrap();
+    assert_eq!(
+        clique(&pcs, "prefill")
+            .spec
+            .pod_spec
+            .image_pull_secrets
+            .as_ref()
+            .unwrap()[0]
+            .name,
+        "ngc"
+    );
+    dgd.spec.annotations = off;
     let pcs = fixture.render(&dgd, None).unwrap();
     assert_eq!(
         clique(&pcs, "prefill").spec.pod_spec.image_pull_secrets,

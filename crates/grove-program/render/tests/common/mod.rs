@@ -1,7 +1,7 @@
 //! Fixtures of the renderer tests: graphs, inputs, and lookups into the rendered object.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use api::grove::{PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec};
 use api::v1beta1::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
@@ -82,7 +82,7 @@ pub struct Fixture {
     pub waiting: BTreeSet<String>,
     pub checkpoints: BTreeMap<String, grove_render::Checkpoint>,
     pub domains: Vec<String>,
-    pub pull_secrets: BTreeMap<String, Vec<String>>,
+    pub pull_secrets: grove_render::pod::PullSecrets,
     pub settings: Settings,
 }
 
@@ -97,7 +97,7 @@ impl Default for Fixture {
             waiting: BTreeSet::new(),
             checkpoints: BTreeMap::new(),
             domains: Vec::new(),
-            pull_secrets: BTreeMap::new(),
+            pull_secrets: Default::default(),
             settings: Settings::default(),
         }
     }
