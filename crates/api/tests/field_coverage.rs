@@ -418,13 +418,14 @@ const FIELDS: &[(&str, Effect)] = &[
         "spec.components[].experimental.grove.forceScalingGroup",
         GroveOnly(&["grove-render::graph_metadata_and_grove_options_reach_the_pod_clique_set"]),
     ),
-    // in flight: checkpoint restore wiring. Checkpoints are resolved and created, worker
-    // replicas wait for them; pods do not restore from them yet.
     (
         "spec.components[].experimental.checkpoint.enabled",
-        Rendered(&["reconcilers::automatic_checkpoint_created_once_then_reused"]),
+        Rendered(&[
+            "reconcilers::automatic_checkpoint_created_once_then_reused",
+            "dcd-controller::the_deployment_restores_from_the_checkpoint_the_dcd_names",
+            "grove-program::a_waiting_component_starts_restored_once_its_checkpoint_is_ready",
+        ]),
     ),
-    // in flight: checkpoint restore wiring.
     (
         "spec.components[].experimental.checkpoint.mode",
         Rendered(&["reconcilers::references_and_manual_checkpoints_are_looked_up"]),
@@ -441,10 +442,12 @@ const FIELDS: &[(&str, Effect)] = &[
         "spec.components[].experimental.checkpoint.deletionPolicy",
         Rendered(&["reconcilers::retained_checkpoints_have_no_owner"]),
     ),
-    // in flight: checkpoint restore wiring.
     (
         "spec.components[].experimental.checkpoint.checkpointRef",
-        Rendered(&["reconcilers::references_and_manual_checkpoints_are_looked_up"]),
+        Rendered(&[
+            "reconcilers::references_and_manual_checkpoints_are_looked_up",
+            "dcd-controller::the_deployment_restores_from_the_checkpoint_the_dcd_names",
+        ]),
     ),
     (
         "spec.components[].experimental.checkpoint.identity.model",
@@ -487,10 +490,12 @@ const FIELDS: &[(&str, Effect)] = &[
             "reconcilers::automatic_checkpoint_created_once_then_reused",
         ]),
     ),
-    // in flight: checkpoint restore wiring (the restore side of the target container).
     (
         "spec.components[].experimental.checkpoint.targetContainerName",
-        Rendered(&["reconcilers::the_target_container_reaches_the_capture_job"]),
+        Rendered(&[
+            "reconcilers::the_target_container_reaches_the_capture_job",
+            "pod-render::restore_shapes_only_ready_wait_for_checkpoint_pods",
+        ]),
     ),
     (
         "spec.components[].experimental.checkpoint.job.gmsClientContainers[]",
