@@ -434,7 +434,7 @@ const FIELDS: &[(&str, Effect)] = &[
         "spec.components[].experimental.checkpoint.startupPolicy",
         Rendered(&[
             "reconcilers::automatic_checkpoint_created_once_then_reused",
-            "component-program::a_component_waiting_for_its_checkpoint_renders_zero_replicas",
+            "component-program::the_dcd_names_its_checkpoint_and_waits_for_it",
             "scaling-controller::a_component_waiting_for_its_checkpoint_is_held_by_the_graph",
         ]),
     ),

@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use api::DynamoGraphDeployment;
 use api::grove::{ClusterTopologyBinding, PodCliqueSet};
-use api::v1beta1::CheckpointStartupPolicy;
 use grove_render::Checkpoint;
 use grove_render::pod::PullSecrets;
 use kit::{Reader, ReaderExt};

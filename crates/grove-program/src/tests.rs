@@ -932,6 +932,8 @@ async fn a_waiting_component_starts_restored_once_its_checkpoint_is_ready() {
         Some(vec!["sleep".to_string(), "infinity".to_string()])
     );
     assert_ne!(ready(&d).1, "waiting_for_checkpoint");
+}
+
 /// A Docker config Secret of the graph's namespace for the images' registry reaches every
 /// clique's pods; one of another namespace does not.
 #[tokio::test]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use api::DynamoGraphDeployment;
 use grove_program::grove_render::{self, Inputs, Settings, Workers};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Every DynamoGraphDeployment of the conformance folders, as v1beta1, with its file stem.
 fn graphs() -> Vec<(String, DynamoGraphDeployment)> {

@@ -513,12 +513,12 @@ fn dgd_controller(
     .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
-            .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
-            .watches_shared_stream(
-                w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
-                graph_of,
-        );
+    .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
+    .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
+    .watches_shared_stream(
+        w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
+        graph_of,
+    );
     if secrets.is_some() {
         controller = controller.watches_shared_stream(
             w.trigger::<Secret>(name, &metrics)?,

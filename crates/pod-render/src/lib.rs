@@ -38,8 +38,8 @@ pub mod gms;
 pub mod infrastructure;
 pub mod merge;
 pub mod parts;
-pub mod restore;
 pub mod pull_secrets;
+pub mod restore;
 mod sidecar;
 pub mod volumes;
 

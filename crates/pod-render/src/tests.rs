@@ -5,8 +5,8 @@ mod dynamo_sidecar;
 mod failover;
 mod gates;
 mod gms;
-mod restore;
 mod pull_secrets;
+mod restore;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()

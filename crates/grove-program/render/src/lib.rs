@@ -26,7 +26,7 @@ pub mod pod;
 mod render;
 pub mod services;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use api::DynamoGraphDeployment;
 use api::grove::PodCliqueSet;

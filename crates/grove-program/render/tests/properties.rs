@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use api::common::MultinodeSpec;
 use api::grove::PodCliqueSet;

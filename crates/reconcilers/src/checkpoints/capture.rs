@@ -137,8 +137,9 @@ fn pod(
         backend: settings.backend,
         graph_env: &dgd.spec.env,
         kv_transfer: None,
-        pull_secrets: &[],
+        pull_secrets: &pod_render::PullSecrets::default(),
         infrastructure: settings.infrastructure,
+        runtime_version: api::runtime_version::RuntimeVersion::of_component(component),
         checkpoint: None,
     })
 }

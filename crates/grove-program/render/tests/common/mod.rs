@@ -1,7 +1,7 @@
 //! Fixtures of the renderer tests: graphs, inputs, and lookups into the rendered object.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use api::grove::{PodCliqueScalingGroupConfig, PodCliqueSet, PodCliqueTemplateSpec};
 use api::v1beta1::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
