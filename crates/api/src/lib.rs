@@ -10,6 +10,7 @@
 //!   Kubernetes' label and annotation rules it applies to what the children will carry.
 //! - [`crds()`]: every CRD this operator installs.
 //! - [`gpu`]: which container resources are GPUs (the GPU memory service's rule).
+//! - [`deployment_strategy`]: the rollout strategy a component's annotations ask for.
 //! - [`worker_hash`]: the worker generation hash, equal to upstream's; [`gojson`]: the Go JSON
 //!   encoding it hashes.
 
@@ -23,6 +24,7 @@ pub mod common;
 pub mod conversion;
 pub mod crds;
 pub mod dcd;
+pub mod deployment_strategy;
 pub mod gojson;
 pub mod gpu;
 pub mod grove;

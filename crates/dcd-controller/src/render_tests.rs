@@ -1389,12 +1389,6 @@ fn gms_and_failover_on_the_component_pathway() {
     assert_eq!(spec.init_containers.as_ref().unwrap()[0].name, "gms-server");
 }
 
-#[test]
-fn intstr_knobs() {
-    assert_eq!(int_or_string("3"), IntOrString::Int(3));
-    assert_eq!(int_or_string("30%"), IntOrString::String("30%".into()));
-}
-
 /// A component with `modelRef` gets the base model's hash as a label and its name as an
 /// annotation (upstream's `AddBaseModelLabel` / `AddBaseModelAnnotation` inside
 /// `GetDCDKubeLabels` / `GetDCDKubeAnnotations`, which `generateDeployment`,
