@@ -13,7 +13,9 @@
 //! unselected watch shared with the checkpoint controller; ServiceAccounts are one unselected
 //! watch too, because the component controller reads the user's accounts labelled
 //! `nvidia.com/dynamo-component-pod` from it and a kind has one watch with one selector), so
-//! reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
+//! reads are served from the cache and drift triggers a reconcile of the owner. Worker pods are
+//! watched with the selector `nvidia.com/dynamo-worker-hash` as a slim view (metadata, phase,
+//! conditions: `reconcilers::rollout::pods::WorkerPod`), for the rollout. Secrets are
 //! never watched (the MPI key is read by name); reads the cache cannot serve fall back to live
 //! calls, which it counts ([`kit::cache::Cache::live_reads`]).
 //!
@@ -53,6 +55,7 @@ use kit::client::{KubeStatusWriter, KubeWriter};
 use kit::events::Reporter;
 use kit::run::Runner;
 use kit::{EventSink, Reader, Reconciled, StatusWriter, Writer};
+use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 
 use crate::cli::RunArgs;
 use crate::metrics::{ControllerMetrics, Metrics, ReconcileResult};
@@ -413,6 +416,7 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
     w.watch::<ConfigMap>(Scope::All)?;
     w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
+    w.watch::<WorkerPod>(Scope::Labelled(POD_WATCH_LABEL))?;
     if w.served.resource_claim_templates {
         w.watch::<ResourceClaimTemplate>(Scope::Graph)?;
     }
@@ -447,7 +451,8 @@ fn dgd_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
             .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
             .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
-            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?);
+            .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
+            .watches_shared_stream(w.trigger::<WorkerPod>(name, &metrics)?, graph_of);
     if w.served.resource_claim_templates {
         controller =
             controller.owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?);
@@ -488,6 +493,11 @@ pub fn root(
         writer.clone(),
         component_program::ComponentConfig {
             leader_worker_sets,
+            rollout: reconcilers::rollout::Config {
+                // The DGD controller watches them (`WorkerPod`).
+                pods: true,
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
