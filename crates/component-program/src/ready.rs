@@ -3,7 +3,7 @@
 //!
 //! | observed | state | Ready | reason | message |
 //! | --- | --- | --- | --- | --- |
-//! | rolling update in progress, a pod of the new generation unschedulable past the progress deadline | `pending` | False | `rolling_update_stuck` | `Rolling update cannot progress: <component>: pod <pod> unschedulable for <n>s: <scheduler message>; ...` |
+//! | rolling update in progress, a pod of the new generation unschedulable past the progress deadline | `pending` | False | `rolling_update_stuck` | `Rolling update cannot progress: <component>: pods <pod>, ... unschedulable for <n>s: <scheduler message>; ...` |
 //! | rolling update pending or in progress | `pending` | False | `rolling_update_in_progress` | `Rolling update in progress` |
 //! | a `WaitForCheckpoint` component's checkpoint is not ready | `pending` | False | `waiting_for_checkpoint` | `Waiting for checkpoints: <component> (<checkpoint>), ...` |
 //! | every component DCD ready | `successful` | True | `all_resources_are_ready` | `All resources are ready` |

@@ -384,13 +384,16 @@ fn rolling(o: &Observed, phase: From) -> Decision {
 }
 
 /// Why the rollout cannot progress (pods of the target generation unschedulable past the
-/// deadline), and when the next pending pod reaches the deadline.
+/// deadline, grouped per component and scheduler message), and when the next pending pod
+/// reaches the deadline.
 fn progress(o: &Observed) -> (Option<String>, Option<Duration>) {
     let now = o.now.0.as_second();
     let deadline = i64::try_from(o.deadline.as_secs()).unwrap_or(i64::MAX);
     let mut stuck = Vec::new();
     let mut next: Option<i64> = None;
     for c in o.components.iter().filter(|c| !c.updated()) {
+        // Per message (in order of first appearance): the pods, the longest wait.
+        let mut groups: Vec<(&str, Vec<&str>, i64)> = Vec::new();
         let mut pods: Vec<&PendingPod> = c.pending.iter().collect();
         pods.sort_by(|a, b| a.name.cmp(&b.name));
         for pod in pods {
@@ -398,13 +401,23 @@ fn progress(o: &Observed) -> (Option<String>, Option<Duration>) {
             if due > now {
                 next = Some(next.map_or(due - now, |n| n.min(due - now)));
             } else if let Some(message) = &pod.unschedulable {
-                stuck.push(format!(
-                    "{}: pod {} unschedulable for {}s: {message}",
-                    c.name,
-                    pod.name,
-                    now - pod.created
-                ));
+                let waited = now - pod.created;
+                match groups.iter_mut().find(|g| g.0 == message) {
+                    Some(group) => {
+                        group.1.push(&pod.name);
+                        group.2 = group.2.max(waited);
+                    }
+                    None => groups.push((message, vec![&pod.name], waited)),
+                }
             }
+        }
+        for (message, names, waited) in groups {
+            let pods = if names.len() == 1 { "pod" } else { "pods" };
+            stuck.push(format!(
+                "{}: {pods} {} unschedulable for {waited}s: {message}",
+                c.name,
+                names.join(", ")
+            ));
         }
     }
     let stuck = (!stuck.is_empty())

@@ -803,6 +803,12 @@ fn first_unsupported_revert_and_stuck() {
         Some(format!("Rolling update cannot progress: Worker: pod w-{} unschedulable for 600s: {message}", T0 + 100).as_str())
     );
     assert_eq!(d.requeue_after, None);
+    // Pods with the same message are named together, with the longest wait.
+    o.components[0].pending = vec![pending(T0 + 100, true), pending(T0 + 50, true)];
+    assert_eq!(
+        decide(&o).stuck.as_deref(),
+        Some(format!("Rolling update cannot progress: Worker: pods w-{}, w-{} unschedulable for 650s: {message}", T0 + 50, T0 + 100).as_str())
+    );
     // Scheduled but still pending (pulling images): not stuck.
     o.components[0].pending = vec![pending(T0 + 100, false)];
     assert_eq!(decide(&o).step, Some(Step::Progress));
