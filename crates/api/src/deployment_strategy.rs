@@ -169,7 +169,8 @@ mod tests {
     /// Upstream's `TestResolveRollingUpdateParams` (10 cases), plus the strategy selection.
     #[test]
     fn budgets_resolve_as_upstream() {
-        let cases: &[(&str, &[(&str, &str)], i32, (i32, i32))] = &[
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], i32, (i32, i32));
+        let cases: &[Case<'_>] = &[
             ("defaults: 25%/25% of 4", &[], 4, (1, 1)),
             ("absolute maxSurge", &[(SURGE, "2")], 4, (2, 1)),
             ("absolute maxUnavailable", &[(UNAVAILABLE, "0")], 4, (1, 0)),

@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{
     Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::*;

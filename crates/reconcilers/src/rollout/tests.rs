@@ -453,6 +453,28 @@ fn pod(
     });
 }
 
+/// Upstream's `TestOldWorkerPodsTerminated`, the selection half (4 cases: no pods, a pod of the
+/// new generation, a pod without a workload label, one running pod among terminal ones): only a
+/// non-terminal pod of the DCD itself keeps it from being drained.
+#[tokio::test]
+async fn only_a_running_pod_of_the_dcd_itself_blocks_its_drain() {
+    let d = Double::new();
+    graph(&d);
+    worker_dcd(&d, "0ld0ld00", Some(0), 0, 100);
+    let old: DynamoComponentDeployment = d.object(Some("ns"), &dcd_name(&d, "0ld0ld00")).unwrap();
+    let pods = |d: &Double| d.objects::<WorkerPod>();
+    assert!(workload(&old, &pods(&d)).drained(), "no pods");
+    pod(&d, "new", "g-worker-n3wn3wn3", "Running", 100, None);
+    pod(&d, "unlabelled", "", "Running", 100, None);
+    pod(&d, "failed", &old.name_any(), "Failed", 100, None);
+    assert!(
+        workload(&old, &pods(&d)).drained(),
+        "others' and terminal pods"
+    );
+    pod(&d, "running", &old.name_any(), "Running", 100, None);
+    assert!(!workload(&old, &pods(&d)).drained(), "its running pod");
+}
+
 #[tokio::test]
 async fn recreate_removes_the_old_generation_and_its_pods_before_the_new_one_starts() {
     let d = Double::new();
