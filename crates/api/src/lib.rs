@@ -12,6 +12,7 @@
 //! - [`gpu`]: which container resources are GPUs (the GPU memory service's rule).
 //! - [`runtime_version`]: a component's Dynamo runtime version (override, else image tag),
 //!   which gates rendered defaults.
+//! - [`deployment_strategy`]: the rollout strategy a component's annotations ask for.
 //! - [`worker_hash`]: the worker generation hash, equal to upstream's; [`gojson`]: the Go JSON
 //!   encoding it hashes.
 
@@ -25,6 +26,7 @@ pub mod common;
 pub mod conversion;
 pub mod crds;
 pub mod dcd;
+pub mod deployment_strategy;
 pub mod gojson;
 pub mod gpu;
 pub mod grove;

@@ -5,12 +5,12 @@
 //!
 //! | # | step | does | failure reason |
 //! | --- | --- | --- | --- |
-//! | 1 | rollout ([`reconcilers::rollout`]) | worker hash, rolling update phase, active hash record | `rolling_update_failed` |
+//! | 1 | rollout ([`reconcilers::rollout`]) | worker hash, rolling update phase, old generations' replicas, active hash record | `rolling_update_failed` |
 //! | 2 | shared resources | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
 //! | 3 | multinode guard | a multinode component needs the LeaderWorkerSet API | `no_multinode_orchestrator_available` (no retry until the graph changes or the API is installed: the operator re-queues waiting graphs when it is) |
 //! | 4 | restart ([`reconcilers::restart`]) | next `status.restart`; queues `RestartSuperseded` | `failed_to_resolve_restart_progress` |
-//! | 5 | workloads ([`workloads`]) | DCDs, per-component status | `failed_to_reconcile_the_resources` |
-//! | 6 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
+//! | 5 | workloads ([`workloads`]) | DCDs (the new worker generation at the rollout's count), per-component status | `failed_to_reconcile_the_resources` |
+//! | 6 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` (a stuck rollout says why) | — |
 //! | 7 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
 //!
 //! The returned status starts from the graph's current status with `observedGeneration` set, so
@@ -74,6 +74,9 @@ pub struct ComponentConfig {
     /// The optional kinds the cluster serves, kept current by the operator: multinode
     /// components can be deployed while it serves the LeaderWorkerSet API.
     pub served: Served,
+    /// Configuration of the worker rollout (progress deadline, whether worker pods are
+    /// watched).
+    pub rollout: rollout::Config,
 }
 
 /// The component program.
@@ -90,7 +93,7 @@ impl ComponentProgram {
     /// The component program reading with `reader`, writing children with `writer`.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: ComponentConfig) -> Self {
         ComponentProgram {
-            rollout: Rollout::new(reader.clone(), writer.clone()),
+            rollout: Rollout::with_config(reader.clone(), writer.clone(), config.rollout),
             shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
             restart: Restart::new(reader.clone()),
             workloads: Workloads::new(reader.clone(), writer.clone()),
@@ -154,7 +157,12 @@ impl ComponentProgram {
         out.status.components = report.components;
 
         let waiting = ready::waiting_for_checkpoints(&checkpoints);
-        let (state, ready) = ready_condition(generation, plan.rolling, &waiting, &report.readiness);
+        let (state, ready) = ready_condition(
+            generation,
+            ready::RollingUpdate::of(&plan),
+            &waiting,
+            &report.readiness,
+        );
         out.status.state = state;
         conditions::set(&mut out.status.conditions, ready);
         for t in conditions::changed(&previous.conditions, &out.status.conditions) {
@@ -205,6 +213,7 @@ mod tests {
             ComponentConfig {
                 shared: SharedConfig::default(),
                 served,
+                ..Default::default()
             },
         )
     }
@@ -530,12 +539,25 @@ mod tests {
                 .contains(&rollout::EVENT_ROLLING_UPDATE_STARTED.to_string())
         );
 
-        // Pending → InProgress; then the new generation becomes ready and replaces the old.
+        // Pending → InProgress; then the new generation becomes ready, the old one is
+        // stepped down to zero, and once it ran down the new one replaces it.
         pass(&d, &p).await.unwrap();
         assert_eq!(
             status(&d).rolling_update.unwrap().phase,
             Some(RollingUpdatePhase::InProgress)
         );
+        all_ready(&d);
+        pass(&d, &p).await.unwrap();
+        assert_eq!(
+            status(&d).rolling_update.unwrap().phase,
+            Some(RollingUpdatePhase::InProgress)
+        );
+        let old: Vec<_> = d
+            .objects::<DynamoComponentDeployment>()
+            .into_iter()
+            .filter(|dcd| dcd.spec.component.replicas == Some(0))
+            .collect();
+        assert_eq!(old.len(), 1, "the old worker generation at zero");
         all_ready(&d);
         pass(&d, &p).await.unwrap();
         let s = status(&d);

@@ -3,6 +3,7 @@
 //!
 //! | observed | state | Ready | reason | message |
 //! | --- | --- | --- | --- | --- |
+//! | rolling update in progress, a pod of the new generation unschedulable past the progress deadline | `pending` | False | `rolling_update_stuck` | `Rolling update cannot progress: <component>: pods <pod>, ... unschedulable for <n>s: <scheduler message>; ...` |
 //! | rolling update pending or in progress | `pending` | False | `rolling_update_in_progress` | `Rolling update in progress` |
 //! | a `WaitForCheckpoint` component's checkpoint is not ready | `pending` | False | `waiting_for_checkpoint` | `Waiting for checkpoints: <component> (<checkpoint>), ...` |
 //! | every component DCD ready | `successful` | True | `all_resources_are_ready` | `All resources are ready` |
@@ -16,7 +17,10 @@ use api::DgdState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
 use reconcilers::checkpoints::CheckpointInfos;
-use reconcilers::rollout::{MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS};
+use reconcilers::rollout::{
+    MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS,
+    REASON_ROLLING_UPDATE_STUCK, WorkerGeneration,
+};
 
 use crate::workloads::Readiness;
 
@@ -44,25 +48,49 @@ pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
     waiting
 }
 
-/// The graph state and `Ready` condition at `generation`, given whether a rolling update runs,
-/// the components waiting for a checkpoint ([`waiting_for_checkpoints`]) and the readiness of
-/// every desired DCD (in the order to report them).
+/// Whether a rolling update runs, and why it cannot progress when it cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RollingUpdate<'a> {
+    /// No rolling update.
+    Idle,
+    /// Pending or in progress.
+    Running,
+    /// In progress but unable to progress, with the reason.
+    Stuck(&'a str),
+}
+
+impl<'a> RollingUpdate<'a> {
+    /// The rolling update of a rollout step's plan.
+    pub fn of(plan: &'a WorkerGeneration) -> Self {
+        match (&plan.stuck, plan.rolling) {
+            (Some(why), true) => RollingUpdate::Stuck(why),
+            (None, true) => RollingUpdate::Running,
+            (_, false) => RollingUpdate::Idle,
+        }
+    }
+}
+
+/// The graph state and `Ready` condition at `generation`, given the rolling update, the
+/// components waiting for a checkpoint ([`waiting_for_checkpoints`]) and the readiness of every
+/// desired DCD (in the order to report them).
 pub fn ready_condition(
     generation: i64,
-    rolling: bool,
+    rolling: RollingUpdate<'_>,
     waiting: &[String],
     readiness: &[Readiness],
 ) -> (DgdState, Condition) {
-    if rolling {
+    let (reason, message) = match rolling {
+        RollingUpdate::Idle => ("", String::new()),
+        RollingUpdate::Running => (
+            REASON_ROLLING_UPDATE_IN_PROGRESS,
+            MESSAGE_ROLLING_UPDATE_IN_PROGRESS.to_string(),
+        ),
+        RollingUpdate::Stuck(why) => (REASON_ROLLING_UPDATE_STUCK, why.to_string()),
+    };
+    if !reason.is_empty() {
         return (
             DgdState::Pending,
-            conditions::new(
-                READY,
-                Status::False,
-                REASON_ROLLING_UPDATE_IN_PROGRESS,
-                MESSAGE_ROLLING_UPDATE_IN_PROGRESS,
-                generation,
-            ),
+            conditions::new(READY, Status::False, reason, message, generation),
         );
     }
     if !waiting.is_empty() {
@@ -124,7 +152,12 @@ mod tests {
 
     #[test]
     fn rollout_wins_over_readiness() {
-        let (state, c) = ready_condition(4, true, &["w (c)".into()], &[r("a", None)]);
+        let (state, c) = ready_condition(
+            4,
+            RollingUpdate::Running,
+            &["w (c)".into()],
+            &[r("a", None)],
+        );
         assert_eq!(state, DgdState::Pending);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
@@ -138,8 +171,26 @@ mod tests {
     }
 
     #[test]
+    fn a_stuck_rollout_says_why() {
+        let why = "Rolling update cannot progress: W: pod w-1 unschedulable for 601s: 0/3 nodes are available";
+        let (state, c) = ready_condition(4, RollingUpdate::Stuck(why), &[], &[r("a", None)]);
+        assert_eq!(state, DgdState::Pending);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+            ("False", "rolling_update_stuck", why)
+        );
+        let mut plan = WorkerGeneration::settled("h");
+        assert_eq!(RollingUpdate::of(&plan), RollingUpdate::Idle);
+        plan.rolling = true;
+        assert_eq!(RollingUpdate::of(&plan), RollingUpdate::Running);
+        plan.stuck = Some(why.into());
+        assert_eq!(RollingUpdate::of(&plan), RollingUpdate::Stuck(why));
+    }
+
+    #[test]
     fn all_ready_is_successful() {
-        let (state, c) = ready_condition(1, false, &[], &[r("a", None), r("b", None)]);
+        let (state, c) =
+            ready_condition(1, RollingUpdate::Idle, &[], &[r("a", None), r("b", None)]);
         assert_eq!(state, DgdState::Successful);
         assert_eq!(
             (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
@@ -149,7 +200,12 @@ mod tests {
 
     #[test]
     fn a_checkpoint_wait_wins_over_readiness() {
-        let (state, c) = ready_condition(1, false, &["w (ckpt-1)".into()], &[r("a", None)]);
+        let (state, c) = ready_condition(
+            1,
+            RollingUpdate::Idle,
+            &["w (ckpt-1)".into()],
+            &[r("a", None)],
+        );
         assert_eq!(state, DgdState::Pending);
         assert_eq!(
             (c.reason.as_str(), c.message.as_str()),
@@ -162,7 +218,7 @@ mod tests {
 
     #[test]
     fn an_empty_graph_is_ready() {
-        let (state, c) = ready_condition(1, false, &[], &[]);
+        let (state, c) = ready_condition(1, RollingUpdate::Idle, &[], &[]);
         assert_eq!(state, DgdState::Successful);
         assert_eq!(c.status, "True");
     }
@@ -171,7 +227,7 @@ mod tests {
     fn not_ready_names_every_component_in_order() {
         let (state, c) = ready_condition(
             2,
-            false,
+            RollingUpdate::Idle,
             &[],
             &[
                 r(

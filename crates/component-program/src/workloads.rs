@@ -18,7 +18,9 @@
 //!   live DCD's value is kept, so restarts are never undone).
 //! - **Replicas**: the component's, except for components with a scaling adapter: then
 //!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it; and
-//!   0 while a `WaitForCheckpoint` component's checkpoint is not Ready.
+//!   0 while a `WaitForCheckpoint` component's checkpoint is not Ready. During a rolling update
+//!   a worker component's new generation gets the count the rollout steps it to
+//!   ([`WorkerGeneration::replicas`]), with or without an adapter.
 //! - **Checkpoint** (`experimental.checkpoint.enabled`): once the component's DynamoCheckpoint
 //!   exists, the DCD names it (`checkpointRef`, `startupPolicy`; no `identity`, no `job`), so the
 //!   DCD controller restores from exactly that one; an `Immediate` component's pod template
@@ -36,7 +38,8 @@
 //! # Removing DCDs
 //! DCDs the graph controls (label `nvidia.com/dynamo-graph-deployment-name`, controller uid)
 //! that are not desired are deleted with a uid precondition, except worker DCDs of a generation
-//! the rollout retains (the serving generation during a rolling update). DCDs controlled by
+//! the rollout retains (the old generations it steps down during a rolling update; their
+//! replicas are the rollout's to write). DCDs controlled by
 //! another object are never touched; one in the way of a desired name is an ownership conflict.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -351,9 +354,11 @@ fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
 }
 
 /// The desired DCDs of `dgd` at worker `generation`. `live` are the graph's DCDs by name (their
-/// `nvidia.com/restartAt` values are kept where `restart` does not set one); components whose
-/// checkpoint startup policy is `WaitForCheckpoint` get zero replicas until `checkpoints` says
-/// their checkpoint is ready.
+/// `nvidia.com/restartAt` values are kept where `restart` does not set one); during a rolling
+/// update worker components get the replicas `generation` steps them to (also with a scaling
+/// adapter: the rollout owns the count until it completes); components whose checkpoint startup
+/// policy is `WaitForCheckpoint` get zero replicas until `checkpoints` says their checkpoint is
+/// ready.
 pub fn render(
     dgd: &DynamoGraphDeployment,
     generation: &WorkerGeneration,
@@ -375,6 +380,10 @@ pub fn render(
                 .map(str::to_string)
                 .or(live_restart);
             let mut dcd = render_one(dgd, component, name, &generation.target, restart_at, &owner);
+            if let Some(replicas) = generation.replicas.get(&component.name) {
+                // During a rolling update the rollout steps the new generation's count.
+                dcd.spec.component.replicas = Some(*replicas);
+            }
             if let Some(info) = checkpoints.get(&component.name) {
                 checkpoint_startup(&mut dcd.spec.component, info);
             }
@@ -877,22 +886,49 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_rolling_update_keeps_the_serving_generation_until_it_settles() {
+    async fn a_rolling_update_keeps_the_old_generation_until_it_settles() {
         let d = Double::new();
-        d.insert(graph());
+        let mut g = graph();
+        g.spec.components[1].scaling_adapter = Some(Default::default());
+        d.insert(g);
         let old = settled(&d);
         pass(&d, &old, None).await.0.unwrap();
+        assert_eq!(
+            dcd(&d, &format!("g-vllmdecodeworker-{}", old.target))
+                .spec
+                .component
+                .replicas,
+            None,
+            "the adapter's count"
+        );
         let rolling = WorkerGeneration {
             target: "11112222".into(),
             retained: BTreeSet::from([old.target.clone()]),
             rolling: true,
+            replicas: BTreeMap::from([("VllmDecodeWorker".to_string(), 0)]),
+            stuck: None,
         };
         let (_, out) = pass(&d, &rolling, None).await;
         assert_eq!(reasons(&out), [EVENT_DCD_CREATED]);
         assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 3);
-        // Settled on the new generation: the old worker DCD goes.
+        // The new generation at the count the rollout steps it to, adapter or not.
+        assert_eq!(
+            dcd(&d, "g-vllmdecodeworker-11112222")
+                .spec
+                .component
+                .replicas,
+            Some(0)
+        );
+        // Settled on the new generation: the count is the adapter's again (left out).
         let (_, out) = pass(&d, &WorkerGeneration::settled("11112222"), None).await;
-        assert_eq!(reasons(&out), [EVENT_DCD_DELETED]);
+        assert_eq!(reasons(&out), [EVENT_DCD_UPDATED, EVENT_DCD_DELETED]);
+        assert_eq!(
+            dcd(&d, "g-vllmdecodeworker-11112222")
+                .spec
+                .component
+                .replicas,
+            None
+        );
         let mut names: Vec<String> = d
             .objects::<DynamoComponentDeployment>()
             .iter()

@@ -103,7 +103,8 @@
 //! `modelRef` `nvidia.com/dynamo-base-model` (the name) (upstream's `GetDCDKubeLabels` /
 //! `GetDCDKubeAnnotations`); selector `nvidia.com/selector=<dcd>`; strategy `RollingUpdate` with `maxSurge` /
 //! `maxUnavailable` 25% or `nvidia.com/deployment-rolling-update-max-surge|-max-unavailable`,
-//! or `Recreate` with `nvidia.com/deployment-strategy: Recreate`.
+//! or `Recreate` with `nvidia.com/deployment-strategy: Recreate` (`api::deployment_strategy`, the
+//! reading the graph's rollout of worker generations uses too).
 //!
 //! **Pod template**: the same labels plus `nvidia.com/selector`,
 //! `nvidia.com/dynamo-graph-deployment-name`, `nvidia.com/dynamo-component-type`,

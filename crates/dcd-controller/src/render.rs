@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use api::DynamoComponentDeployment;
+use api::deployment_strategy::DeploymentStrategy as Strategy;
 use api::labels;
 use api::runtime_version::RuntimeVersion;
 use api::v1beta1::ComponentType;
@@ -33,7 +34,7 @@ use serde_json::{Value, json};
 // --- names and values that are part of the compatibility contract ---------------------------
 
 /// Rolling-update `maxSurge` and `maxUnavailable` unless the annotations set them.
-pub const DEFAULT_ROLLING_UPDATE: &str = "25%";
+pub use api::deployment_strategy::DEFAULT_ROLLING_UPDATE;
 /// Resource name of NVIDIA GPUs.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
@@ -406,33 +407,21 @@ fn non_empty<K: Ord, V>(map: BTreeMap<K, V>) -> Option<BTreeMap<K, V>> {
 // --- workloads -------------------------------------------------------------------------------
 
 fn deployment(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> Deployment {
-    let strategy = if id
-        .annotations
-        .get(labels::DEPLOYMENT_STRATEGY)
-        .map(String::as_str)
-        == Some(labels::DEPLOYMENT_STRATEGY_RECREATE)
-    {
-        DeploymentStrategy {
+    let strategy = match Strategy::from_annotations(&id.annotations) {
+        Strategy::Recreate => DeploymentStrategy {
             type_: Some("Recreate".into()),
             rolling_update: None,
-        }
-    } else {
-        let knob = |key: &str| {
-            int_or_string(
-                id.annotations
-                    .get(key)
-                    .filter(|v| !v.is_empty())
-                    .map(String::as_str)
-                    .unwrap_or(DEFAULT_ROLLING_UPDATE),
-            )
-        };
-        DeploymentStrategy {
+        },
+        Strategy::RollingUpdate {
+            max_surge,
+            max_unavailable,
+        } => DeploymentStrategy {
             type_: Some("RollingUpdate".into()),
             rolling_update: Some(RollingUpdateDeployment {
-                max_surge: Some(knob(labels::DEPLOYMENT_ROLLING_UPDATE_MAX_SURGE)),
-                max_unavailable: Some(knob(labels::DEPLOYMENT_ROLLING_UPDATE_MAX_UNAVAILABLE)),
+                max_surge: Some(max_surge),
+                max_unavailable: Some(max_unavailable),
             }),
-        }
+        },
     };
     Deployment {
         metadata: ObjectMeta {
@@ -495,13 +484,6 @@ fn leader_worker_set(
             .data(json!({ "spec": spec }));
     object.metadata = metadata;
     object
-}
-
-fn int_or_string(value: &str) -> IntOrString {
-    match value.parse::<i32>() {
-        Ok(n) => IntOrString::Int(n),
-        Err(_) => IntOrString::String(value.to_string()),
-    }
 }
 
 // --- the pod ---------------------------------------------------------------------------------

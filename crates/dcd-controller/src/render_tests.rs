@@ -12,7 +12,6 @@ use k8s_openapi::api::core::v1::{
     Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{Value, json};
 
 use super::*;
@@ -1422,12 +1421,6 @@ fn gms_and_failover_on_the_component_pathway() {
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(&names[..2], ["engine-0", "engine-1"]);
     assert_eq!(spec.init_containers.as_ref().unwrap()[0].name, "gms-server");
-}
-
-#[test]
-fn intstr_knobs() {
-    assert_eq!(int_or_string("3"), IntOrString::Int(3));
-    assert_eq!(int_or_string("30%"), IntOrString::String("30%".into()));
 }
 
 /// A component with `modelRef` gets the base model's hash as a label and its name as an

@@ -13,7 +13,9 @@
 //! unselected watch shared with the checkpoint controller; ServiceAccounts are one unselected
 //! watch too, because the component controller reads the user's accounts labelled
 //! `nvidia.com/dynamo-component-pod` from it and a kind has one watch with one selector), so
-//! reads are served from the cache and drift triggers a reconcile of the owner. Secrets are
+//! reads are served from the cache and drift triggers a reconcile of the owner. Worker pods are
+//! watched with the selector `nvidia.com/dynamo-worker-hash` as a slim view (metadata, phase,
+//! conditions: `reconcilers::rollout::pods::WorkerPod`), for the rollout. Secrets are
 //! watched only with `--discover-image-pull-secrets`, and then only those of type
 //! `kubernetes.io/dockerconfigjson` (field selector `type=`, so no other Secret is held in
 //! memory): both the graph and the DCD controller list them from the cache for image pull
@@ -66,6 +68,7 @@ use kit::events::Reporter;
 use kit::run::Runner;
 use kit::served::Served;
 use kit::{EventSink, Reader, Reconciled, StatusWriter, Writer};
+use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 
 use crate::cli::RunArgs;
 use crate::metrics::{ControllerMetrics, Metrics, ReconcileResult};
@@ -477,6 +480,7 @@ fn dgd_controller(
     w.watch::<ConfigMap>(Scope::All)?;
     w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
+    w.watch::<WorkerPod>(Scope::Labelled(POD_WATCH_LABEL))?;
     // Optional kinds: watched while served.
     w.watch_optional::<ResourceClaimTemplate>(Scope::Graph)?;
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
@@ -518,7 +522,8 @@ fn dgd_controller(
     .watches_shared_stream(
         w.trigger::<PodCliqueScalingGroup>(name, &metrics)?,
         graph_of,
-    );
+    )
+    .watches_shared_stream(w.trigger::<WorkerPod>(name, &metrics)?, graph_of);
     if secrets.is_some() {
         controller = controller.watches_shared_stream(
             w.trigger::<Secret>(name, &metrics)?,
@@ -556,6 +561,11 @@ pub fn root(
 ) -> root::Root {
     let mut component_config = component_program::ComponentConfig {
         served: served.clone(),
+        rollout: reconcilers::rollout::Config {
+            // The DGD controller watches them (`WorkerPod`).
+            pods: true,
+            ..Default::default()
+        },
         ..Default::default()
     };
     component_config.shared.infrastructure = infrastructure.clone();

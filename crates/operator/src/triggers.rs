@@ -143,9 +143,16 @@ pub const TRIGGERS: &[Trigger] = &[
     Trigger {
         controller: ControllerName::Dgd,
         kind: "nvidia.com/v1beta1/DynamoGraphDeploymentScalingAdapter",
-        fields: &[],
+        fields: &["/spec/replicas"],
         enqueue: Enqueue::ControllerOwner,
-        note: "creation and deletion only: the adapter owns its replicas, the graph only seeds them",
+        note: "the adapter owns its replicas and the graph only seeds them, except while the graph rolls a worker generation: then the adapter's count is what the rollout steps the generations to",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "v1/Pod",
+        fields: &["/status/phase"],
+        enqueue: Enqueue::Label(api::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME),
+        note: "worker pods (label-selected by `nvidia.com/dynamo-worker-hash`, cached as metadata, phase and conditions only), read only while a rollout runs: an old pod gone or terminal lets `Recreate` start the new generation; a new pod pending past the progress deadline makes the rollout report why it cannot progress (one requeue at the deadline, no polling)",
     },
     Trigger {
         controller: ControllerName::Dgd,
@@ -386,11 +393,13 @@ pub const TRIGGERS: &[Trigger] = &[
         fields: &[
             "/metadata/deletionTimestamp",
             "/metadata/annotations/nvidia.com~1workload-provider",
+            "/metadata/annotations/nvidia.com~1current-worker-hash-v2",
             "/spec/components",
             "/status/checkpoints",
+            "/status/rollingUpdate/phase",
         ],
         enqueue: Enqueue::ScalingAdapters,
-        note: "what decides whether the adapter may scale: the component and its scalingAdapter opt-in, the provider record, checkpoint readiness",
+        note: "what decides whether the adapter may scale: the component and its scalingAdapter opt-in, the provider record, checkpoint readiness, a rolling update of the worker generations (the recorded generation and the phase)",
     },
     Trigger {
         controller: ControllerName::Dgdsa,

@@ -255,18 +255,19 @@ async fn scaling_the_adapter_scales_the_deployment_and_the_graph_status() {
         .find(|c| c.name == WORKER)
         .unwrap();
     assert_eq!(worker.replicas, Some(1));
-    // A graph edit that rolls the workers: the new generation gets the adapter's count, not
-    // the graph's 1.
+    // A graph edit that rolls the workers: the rollout steps the generations to the adapter's
+    // count, not the graph's 1, and hands the count back to the adapter when it completes.
     let before = dcds[0].metadata.name.clone().unwrap();
     let mut edited = scalable_graph(1);
     edited.data["spec"]["env"] = json!([{"name": "EXAMPLE", "value": "1"}]);
     env.apply_graph(&edited).await;
     env.until("the new worker generation replaced the old one", || async {
         let dcds = env.worker_dcds().await;
-        dcds.len() == 1 && dcds[0].metadata.name.as_deref() != Some(before.as_str())
+        dcds.len() == 1
+            && dcds[0].metadata.name.as_deref() != Some(before.as_str())
+            && dcds[0].spec.component.replicas == Some(3)
     })
     .await;
-    assert_eq!(env.worker_dcds().await[0].spec.component.replicas, Some(3));
     env.settle(3).await;
 }
 

@@ -4,8 +4,10 @@
 //! - [`ComponentWorkloads::get`] lists the DCDs labelled with the graph and the component
 //!   (`nvidia.com/dynamo-graph-deployment-name`, `nvidia.com/dynamo-component`) that the graph
 //!   controls and that are not being deleted.
-//! - [`ComponentWorkloads::ensure`] server-side applies `{spec: {replicas}}` and nothing else,
-//!   under [`crate::FIELD_MANAGER`], forced: the adapter takes the field from whoever set it.
+//! - [`ComponentWorkloads::ensure`] server-side applies `{spec: {replicas}}` and nothing else
+//!   (`reconcilers::rollout::apply_replicas`, which the graph's rollout uses for old worker
+//!   generations too), under [`crate::FIELD_MANAGER`], forced: the adapter takes the field from
+//!   whoever set it.
 //!   The body has no other field, so the DCD's every other field stays with the graph. A DCD
 //!   deleted since it was read cannot be recreated by this apply (the API server rejects a DCD
 //!   without `spec.name`): that answer, like NotFound, means the workload is gone.
@@ -14,13 +16,8 @@ use std::sync::Arc;
 
 use api::labels;
 use api::{DynamoComponentDeployment, DynamoGraphDeployment};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kit::object::resource;
 use kit::{Reader, ReaderExt, Selector, Writer};
 use kube::ResourceExt;
-use kube::api::{DynamicObject, TypeMeta};
-use kube::core::Resource;
-use serde_json::json;
 
 use crate::workload::{Scaled, Workload};
 
@@ -78,27 +75,18 @@ impl ComponentWorkloads {
         workload: &Workload,
         replicas: i32,
     ) -> Result<Scaled, kit::Error> {
-        let ar = resource::<DynamoComponentDeployment>();
-        let body = DynamicObject {
-            types: Some(TypeMeta {
-                api_version: DynamoComponentDeployment::api_version(&()).into_owned(),
-                kind: DynamoComponentDeployment::kind(&()).into_owned(),
-            }),
-            metadata: ObjectMeta {
-                name: Some(workload.name.clone()),
-                namespace: namespace.map(str::to_string),
-                ..Default::default()
-            },
-            data: json!({ "spec": { "replicas": replicas } }),
-        };
-        match self
-            .writer
-            .apply_dynamic(&ar, &body, Some(crate::FIELD_MANAGER))
-            .await
+        match reconcilers::rollout::apply_replicas(
+            self.writer.as_ref(),
+            namespace,
+            &workload.name,
+            replicas,
+            crate::FIELD_MANAGER,
+        )
+        .await
         {
             Ok(applied) if applied.changed => Ok(Scaled::Changed),
             Ok(_) => Ok(Scaled::Unchanged),
-            Err(e) if e.is_not_found() || e.is_invalid() => Ok(Scaled::Gone),
+            Err(e) if e.is_not_found() => Ok(Scaled::Gone),
             Err(e) => Err(e),
         }
     }

@@ -5,12 +5,14 @@
 //! | field | written by | from |
 //! | --- | --- | --- |
 //! | adapter `spec.replicas` | the DGD (only when it creates the adapter: the component's `replicas`, default 1), then whoever scales the adapter: `kubectl scale`, an HPA, KEDA, the Planner | the `/scale` subresource or the spec |
-//! | DCD `spec.replicas` of the component's DCDs (every worker generation during a rolling update) | this controller, server-side apply of only that field under [`FIELD_MANAGER`] | adapter `spec.replicas` |
+//! | DCD `spec.replicas` of the component's DCDs | this controller, server-side apply of only that field under [`FIELD_MANAGER`] | adapter `spec.replicas` |
+//! | DCD `spec.replicas` of a worker component's DCDs while its graph rolls a new worker generation | the graph (`reconcilers::rollout`): the new generation's under `dynamo-operator/dgd`, the old ones' under `dynamo-operator/rollout` | adapter `spec.replicas` as the desired count, stepped by the strategy |
 //! | Deployment / LeaderWorkerSet `spec.replicas` | the DCD controller | DCD `spec.replicas` |
 //! | PodClique / PodCliqueScalingGroup `spec.replicas` (grove) | this controller ([`grove`]), through their `/scale` subresource | adapter `spec.replicas` |
 //!
-//! The DGD never applies a DCD's `replicas` while the component has an adapter, so a reconcile
-//! of the graph never resets a count the adapter owns. A foreign edit of a DCD's replicas
+//! The DGD never applies a DCD's `replicas` while the component has an adapter (except while it
+//! rolls a new worker generation, when the adapter writes nothing), so a reconcile of the graph
+//! never resets a count the adapter owns. A foreign edit of a DCD's replicas
 //! changes a field this controller watches and is restored once (a forced apply takes the
 //! field back); an edit of the Deployment is restored by the DCD controller the same way.
 //!
@@ -24,6 +26,7 @@
 //! | the graph has no component `dgdRef.componentName` | False `ComponentNotFound` | none |
 //! | the component does not set `scalingAdapter` (the graph owns its replicas) | False `ScalingAdapterDisabled` | none |
 //! | the component waits for its checkpoint (`startupPolicy: WaitForCheckpoint`, not ready): the graph holds it at zero | False `WaitingForCheckpoint` | none |
+//! | a worker component of a graph rolling a new worker generation (the recorded generation is not the spec's, or `status.rollingUpdate` is pending or in progress): the graph steps the generations | False `RollingUpdate` | none |
 //! | the graph's workload provider is one this controller does not serve | False `WorkloadProviderUnavailable` | none |
 //! | the component's workload does not exist yet | False `WorkloadNotFound` | none |
 //! | a workload's replicas differ from the adapter's | False `Scaling` (or True once settled) | one apply (or `/scale` patch) per such workload; event `Scaled` |
@@ -36,8 +39,8 @@
 //! # Status
 //! - `replicas` (the scale subresource's current count): the largest `status.component.replicas`
 //!   among the component's DCDs (the Grove child's `status.replicas` on grove). During a
-//!   surge-first rolling update two generations run side by side; the larger one is reported, so
-//!   an autoscaler sees neither a doubled count nor the new generation ramping up. 0 when nothing
+//!   rolling update two generations run side by side; the larger one is reported, so an
+//!   autoscaler sees neither a doubled count nor the new generation ramping up. 0 when nothing
 //!   runs or the graph is unknown.
 //! - `selector`: `nvidia.com/dynamo-graph-deployment-name=<dgd>,nvidia.com/dynamo-component=<component>`,
 //!   the component's pods across generations (what an HPA measures).
@@ -78,6 +81,9 @@ pub const REASON_COMPONENT_NOT_FOUND: &str = "ComponentNotFound";
 pub const REASON_SCALING_ADAPTER_DISABLED: &str = "ScalingAdapterDisabled";
 /// Ready reason: the graph holds the component at zero until its checkpoint is ready.
 pub const REASON_WAITING_FOR_CHECKPOINT: &str = "WaitingForCheckpoint";
+/// Ready reason: the graph rolls a new worker generation and steps the component's replicas
+/// until it completes.
+pub const REASON_ROLLING_UPDATE: &str = "RollingUpdate";
 /// Ready reason: the graph runs on a workload provider this controller does not scale.
 pub const REASON_WORKLOAD_PROVIDER_UNAVAILABLE: &str = "WorkloadProviderUnavailable";
 /// Ready reason: the component's workload does not exist yet.

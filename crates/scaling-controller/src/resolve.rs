@@ -6,10 +6,12 @@ use api::{
     DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter,
 };
 use kube::ResourceExt;
+use reconcilers::{naming, rollout};
 
 use crate::{
-    REASON_COMPONENT_NOT_FOUND, REASON_GRAPH_NOT_FOUND, REASON_SCALING_ADAPTER_DISABLED,
-    REASON_WAITING_FOR_CHECKPOINT, REASON_WORKLOAD_PROVIDER_UNAVAILABLE,
+    REASON_COMPONENT_NOT_FOUND, REASON_GRAPH_NOT_FOUND, REASON_ROLLING_UPDATE,
+    REASON_SCALING_ADAPTER_DISABLED, REASON_WAITING_FOR_CHECKPOINT,
+    REASON_WORKLOAD_PROVIDER_UNAVAILABLE,
 };
 
 /// How a graph runs its components.
@@ -110,6 +112,20 @@ pub fn resolve<'a>(
             message: format!(
                 "component {} starts once its checkpoint is ready; the DynamoGraphDeployment holds it at zero replicas until then",
                 component.name
+            ),
+        };
+    }
+    if pathway == Pathway::Component
+        && naming::is_worker(component.r#type)
+        && rollout::owns_worker_replicas(dgd)
+    {
+        return Resolution::Observe {
+            pathway,
+            component,
+            reason: REASON_ROLLING_UPDATE,
+            message: format!(
+                "component {} is in a rolling update: the DynamoGraphDeployment steps its worker generations to the adapter's {} replicas until it completes",
+                component.name, adapter.spec.replicas
             ),
         };
     }

@@ -58,8 +58,21 @@ fn component(
     }
 }
 
-/// Graph `g`: a frontend and a worker with 2 replicas, optionally with a scaling adapter.
+/// Graph `g`: a frontend and a worker with 2 replicas, optionally with a scaling adapter, its
+/// worker generation recorded as active (no rolling update).
 fn graph(adapter: bool) -> DynamoGraphDeployment {
+    recorded(unrecorded_graph(adapter))
+}
+
+/// `g` with its worker generation recorded as active, as the graph's rollout leaves it.
+fn recorded(mut g: DynamoGraphDeployment) -> DynamoGraphDeployment {
+    let hash = reconcilers::rollout::worker_hash(&g);
+    g.annotations_mut()
+        .insert(labels::CURRENT_WORKER_HASH_V2.into(), hash);
+    g
+}
+
+fn unrecorded_graph(adapter: bool) -> DynamoGraphDeployment {
     let mut worker = component("Worker", ComponentType::Worker, Some(2));
     worker.scaling_adapter = adapter.then_some(ScalingAdapter {});
     DynamoGraphDeployment {
@@ -265,7 +278,7 @@ fn resolve_follows_the_table() {
     ));
     // No provider record yet: the component pathway (its DCDs do not exist yet either).
     let mut g = graph(true);
-    g.metadata.annotations = None;
+    g.annotations_mut().remove(labels::WORKLOAD_PROVIDER);
     assert_eq!(reason(resolve(&a, Some(&g), false)), "scale");
     let mut grove = graph(true);
     grove.annotations_mut().insert(
@@ -291,6 +304,47 @@ fn resolve_follows_the_table() {
         reason(resolve(&a, Some(&other), true)),
         REASON_WORKLOAD_PROVIDER_UNAVAILABLE
     );
+    // A rolling update (no generation recorded, another one recorded, or one recorded as
+    // running): a worker's count is the graph's; other components and grove graphs scale.
+    let unrecorded = unrecorded_graph(true);
+    assert_eq!(
+        reason(resolve(&a, Some(&unrecorded), false)),
+        REASON_ROLLING_UPDATE
+    );
+    let mut moved_on = graph(true);
+    moved_on
+        .annotations_mut()
+        .insert(labels::CURRENT_WORKER_HASH_V2.into(), "0ld0ld00".into());
+    assert_eq!(
+        reason(resolve(&a, Some(&moved_on), false)),
+        REASON_ROLLING_UPDATE
+    );
+    let mut running = graph(true);
+    running.status = Some(DynamoGraphDeploymentStatus {
+        rolling_update: Some(api::v1beta1::RollingUpdateStatus {
+            phase: Some(api::common::RollingUpdatePhase::Pending),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    assert_eq!(
+        reason(resolve(&a, Some(&running), false)),
+        REASON_ROLLING_UPDATE
+    );
+    let mut frontend = adapter(1);
+    frontend.spec.dgd_ref.component_name = "Frontend".into();
+    let mut both = moved_on.clone();
+    both.spec.components[0].scaling_adapter = Some(ScalingAdapter {});
+    assert_eq!(reason(resolve(&frontend, Some(&both), false)), "scale");
+    let mut multinode = moved_on.clone();
+    multinode.spec.components[1].multinode = Some(api::common::MultinodeSpec { node_count: 2 });
+    assert_eq!(reason(resolve(&a, Some(&multinode), false)), "scale");
+    let mut grove_rolling = moved_on;
+    grove_rolling.annotations_mut().insert(
+        labels::WORKLOAD_PROVIDER.into(),
+        labels::PROVIDER_GROVE.into(),
+    );
+    assert_eq!(reason(resolve(&a, Some(&grove_rolling), true)), "scale");
 }
 
 fn waiting_for_checkpoint(ready: Option<bool>) -> DynamoGraphDeployment {
@@ -314,7 +368,7 @@ fn waiting_for_checkpoint(ready: Option<bool>) -> DynamoGraphDeployment {
         );
         g.status = Some(status);
     }
-    g
+    recorded(g)
 }
 
 #[test]
@@ -436,22 +490,68 @@ async fn a_foreign_edit_of_the_dcds_count_is_restored_once() {
     assert!(dcd_writes(&d).is_empty(), "no fight: {:?}", d.writes());
 }
 
+/// While the graph rolls a new worker generation it steps both generations' counts: the
+/// adapter writes none, reports the larger generation, and takes the count back afterwards.
 #[tokio::test]
-async fn every_worker_generation_gets_the_count_and_the_larger_is_reported() {
+async fn during_a_rolling_update_the_graph_steps_the_counts_and_the_larger_is_reported() {
     let (d, r, g) = setup(4);
-    d.insert(dcd(&g, "g-worker-bbbb", "Worker", None));
     pass(&d, &r).await.unwrap();
-    assert_eq!(dcd_replicas(&d, "g-worker-aaaa"), Some(4));
-    assert_eq!(dcd_replicas(&d, "g-worker-bbbb"), Some(4));
-    // The serving generation runs 4, the new one ramps up.
     report(&d, "g-worker-aaaa", 4);
+    // The worker spec changes: the recorded generation is no longer the spec's.
+    let mut changed = g.clone();
+    changed.spec.components[1]
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .image = Some("runtime:2".into());
+    let changed = d.insert(changed);
+    d.insert(dcd(&changed, "g-worker-bbbb", "Worker", Some(1)));
     report(&d, "g-worker-bbbb", 1);
+    clear(&d);
     pass(&d, &r).await.unwrap();
+    assert!(dcd_writes(&d).is_empty(), "{:?}", dcd_writes(&d));
+    assert_eq!(dcd_replicas(&d, "g-worker-bbbb"), Some(1));
     assert_eq!(status(&d).replicas, Some(4));
-    assert_eq!(ready(&d).1, REASON_SCALING);
-    report(&d, "g-worker-bbbb", 4);
+    let (status_, reason, message) = ready(&d);
+    assert_eq!(
+        (status_.as_str(), reason.as_str()),
+        ("False", REASON_ROLLING_UPDATE)
+    );
+    assert!(message.contains("rolling update"), "{message}");
+
+    // Recorded, but the status still says in progress: still the graph's.
+    let mut recorded = d.object::<DynamoGraphDeployment>(Some(NS), "g").unwrap();
+    recorded.annotations_mut().insert(
+        labels::CURRENT_WORKER_HASH_V2.into(),
+        reconcilers::rollout::worker_hash(&changed),
+    );
+    recorded.status = Some(DynamoGraphDeploymentStatus {
+        rolling_update: Some(api::v1beta1::RollingUpdateStatus {
+            phase: Some(api::common::RollingUpdatePhase::InProgress),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let recorded = d.insert(recorded);
     pass(&d, &r).await.unwrap();
-    assert_eq!(ready(&d).1, REASON_SCALED);
+    assert!(dcd_writes(&d).is_empty());
+
+    // Completed (the old generation deleted by then): the adapter's count again.
+    let mut done = recorded;
+    done.status
+        .as_mut()
+        .unwrap()
+        .rolling_update
+        .as_mut()
+        .unwrap()
+        .phase = Some(api::common::RollingUpdatePhase::Completed);
+    d.insert(done);
+    pass(&d, &r).await.unwrap();
+    assert_eq!(dcd_replicas(&d, "g-worker-bbbb"), Some(4));
 }
 
 #[tokio::test]
@@ -1033,7 +1133,7 @@ fn v1alpha1_enabled_true_is_the_v1beta1_opt_in() {
         .unwrap()
     };
     let a = adapter(3);
-    let on = api::conversion::to_v1beta1(&alpha(true));
+    let on = recorded(api::conversion::to_v1beta1(&alpha(true)));
     assert!(matches!(
         resolve(&a, Some(&on), false),
         Resolution::Scale { .. }

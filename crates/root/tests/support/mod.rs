@@ -29,8 +29,10 @@ use kit::events::Reporter;
 use kit::run::{ErrorBackoff, Runner};
 use kube::api::PostParams;
 use kube::runtime::events::Recorder;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
+use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 use root::{GroveNotImplemented, Root};
 use testkit::ControlPlane;
 
@@ -232,74 +234,86 @@ pub struct Parts {
     pub status: Arc<KubeStatusWriter>,
     pub recorder: Recorder,
     pub root: Root,
+    /// Worker pods are watched and wake the graph.
+    pub pods: bool,
 }
 
 impl Parts {
     /// The cache (watches for the namespace's DGDs, DCDs, adapters, Deployments, Services) and
     /// the root over it, acting as [`USER`]. The cache is not running yet.
     pub fn new(cp: &ControlPlane, ns: &str) -> Parts {
+        Parts::with_config(cp, ns, ComponentConfig::default())
+    }
+
+    /// As [`Parts::new`], with the component program's `config`; when it says worker pods are
+    /// watched (`config.rollout.pods`), the cache watches them as the operator does and they
+    /// wake the graph.
+    pub fn with_config(cp: &ControlPlane, ns: &str, config: ComponentConfig) -> Parts {
         let client = cp.client_as(USER, &["system:masters"]);
         let cache = Cache::new(client.clone());
-        let config = watcher::Config::default;
+        let watched = watcher::Config::default;
         cache
             .watch(
                 Api::<DynamoGraphDeployment>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
             .watch(
                 Api::<DynamoComponentDeployment>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
             .watch(
                 Api::<DynamoGraphDeploymentScalingAdapter>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
-            .watch(Api::<Deployment>::namespaced(client.clone(), ns), config())
+            .watch(Api::<Deployment>::namespaced(client.clone(), ns), watched())
             .unwrap();
         cache
-            .watch(Api::<Service>::namespaced(client.clone(), ns), config())
+            .watch(Api::<Service>::namespaced(client.clone(), ns), watched())
             .unwrap();
         // What the shared resources read.
         cache
             .watch(
                 Api::<ServiceAccount>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
-            .watch(Api::<Role>::namespaced(client.clone(), ns), config())
+            .watch(Api::<Role>::namespaced(client.clone(), ns), watched())
             .unwrap();
         cache
-            .watch(Api::<RoleBinding>::namespaced(client.clone(), ns), config())
+            .watch(
+                Api::<RoleBinding>::namespaced(client.clone(), ns),
+                watched(),
+            )
             .unwrap();
         cache
-            .watch(Api::<ConfigMap>::namespaced(client.clone(), ns), config())
+            .watch(Api::<ConfigMap>::namespaced(client.clone(), ns), watched())
             .unwrap();
         cache
-            .watch(Api::<Secret>::namespaced(client.clone(), ns), config())
+            .watch(Api::<Secret>::namespaced(client.clone(), ns), watched())
             .unwrap();
         cache
             .watch(
                 Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
             .watch(
                 Api::<ResourceClaimTemplate>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         cache
             .watch(
                 Api::<DynamoCheckpoint>::namespaced(client.clone(), ns),
-                config(),
+                watched(),
             )
             .unwrap();
         let writer = Arc::new(KubeWriter::new(client.clone(), USER).with_cache(cache.clone()));
@@ -312,9 +326,17 @@ impl Parts {
                 instance: None,
             },
         );
+        let pods = config.rollout.pods;
+        if pods {
+            cache
+                .watch(
+                    Api::<WorkerPod>::namespaced(client.clone(), ns),
+                    watched().labels(POD_WATCH_LABEL),
+                )
+                .unwrap();
+        }
         let reader: Arc<dyn kit::Reader> = Arc::new(cache.clone());
-        let program =
-            ComponentProgram::new(reader.clone(), writer.clone(), ComponentConfig::default());
+        let program = ComponentProgram::new(reader.clone(), writer.clone(), config);
         let root = Root::new(
             reader,
             writer.clone(),
@@ -329,6 +351,7 @@ impl Parts {
             status,
             recorder,
             root,
+            pods,
         }
     }
 
@@ -341,12 +364,13 @@ impl Parts {
             status,
             recorder,
             root,
+            pods,
         } = self;
         let dgd_reconciles = Arc::new(AtomicU64::new(0));
         let dcd_reconciles = Arc::new(AtomicU64::new(0));
         let dgd_store = cache.store::<DynamoGraphDeployment>().unwrap();
         let dcd_store = cache.store::<DynamoComponentDeployment>().unwrap();
-        let dgds = Controller::for_shared_stream(
+        let mut dgds = Controller::for_shared_stream(
             cache.subscribe::<DynamoGraphDeployment>().unwrap(),
             dgd_store,
         )
@@ -356,6 +380,14 @@ impl Parts {
                 .subscribe::<DynamoGraphDeploymentScalingAdapter>()
                 .unwrap(),
         );
+        if pods {
+            dgds = dgds.watches_shared_stream(cache.subscribe::<WorkerPod>().unwrap(), |pod| {
+                let graph = pod
+                    .labels()
+                    .get(api::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME)?;
+                Some(ObjectRef::new(graph).within(&pod.namespace()?))
+            });
+        }
         let dcds = Controller::for_shared_stream(
             cache.subscribe::<DynamoComponentDeployment>().unwrap(),
             dcd_store,
