@@ -299,11 +299,15 @@ mod tests {
             cases.push((path, None));
         }
         // Upstream examples of features the conformance set lacks: the legacy EPP, the GPU
-        // memory service with intra-pod failover, `modelRef` (the headless model Service).
+        // memory service with intra-pod failover, `modelRef` (the headless model Service), the
+        // multinode launch wiring of each backend.
         let upstream_examples = [
             "examples__backends__vllm__deploy__gaie__v1beta1__agg.yaml",
             "examples__backends__vllm__deploy__v1beta1__agg_failover.yaml",
             "examples__backends__vllm__deploy__lora__v1beta1__agg_lora.yaml",
+            "examples__backends__vllm__deploy__v1beta1__disagg-multinode.yaml",
+            "examples__backends__sglang__deploy__v1beta1__disagg-multinode.yaml",
+            "examples__backends__trtllm__deploy__v1beta1__disagg-multinode.yaml",
         ];
         for name in upstream_examples {
             let path = testkit::testdata::path("upstream-examples").join(name);

@@ -106,6 +106,8 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         pull_secrets: &[],
         infrastructure,
         runtime_version: None,
+        role: crate::Role::Main,
+        deployer: crate::Deployer::LeaderWorkerSet,
     }
 }
 
@@ -416,6 +418,8 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         pull_secrets: &[],
         infrastructure: &infrastructure,
         runtime_version: None,
+        role: crate::Role::Main,
+        deployer: crate::Deployer::LeaderWorkerSet,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -495,6 +499,8 @@ fn infrastructure_env_on_every_component() {
             pull_secrets: &[],
             infrastructure: &infrastructure,
             runtime_version: None,
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
         });
         let main = &spec.containers[0];
         for (name, value) in [

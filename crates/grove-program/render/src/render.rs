@@ -176,8 +176,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 pull_secrets: &pull_secrets,
                 infrastructure: &inputs.settings.infrastructure,
                 runtime_version: RuntimeVersion::of_component(&component),
+                role: role.role,
+                deployer: pod::Deployer::Grove,
             };
-            let spec = pod::pod_spec(&input, role.role, backend);
+            let spec = pod_render::pod_spec(&input);
             let min_available = if multinode {
                 role.replicas
             } else if uses_group {
