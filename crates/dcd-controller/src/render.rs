@@ -550,7 +550,12 @@ fn pod_template(
 /// running as the namespace's labelled ServiceAccount, else `default`, when nothing named one
 /// (upstream's component pathway; the Grove pathway leaves it unnamed, as upstream, and the
 /// kubelet uses `default`).
-fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, role: Role, pods: &Pods<'_>) -> PodSpec {
+fn pod_spec(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    role: Role,
+    pods: &Pods<'_>,
+) -> PodSpec {
     let mut spec = pod_render::pod_spec(&PodInput {
         graph: id.graph.as_deref(),
         namespace: id.namespace.as_deref().unwrap_or_default(),

@@ -181,7 +181,12 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
         .dynamo_sidecar
         .as_deref()
         .and_then(|name| sidecar::dynamo(&spec, input, name));
-    volumes_of_main(&mut spec, &mut main, runtime.as_mut().map(|(_, c)| c), input);
+    volumes_of_main(
+        &mut spec,
+        &mut main,
+        runtime.as_mut().map(|(_, c)| c),
+        input,
+    );
     if let (Some((index, runtime)), Some(inits)) = (runtime, spec.init_containers.as_mut()) {
         inits[index] = runtime;
     }

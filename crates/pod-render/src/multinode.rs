@@ -25,8 +25,8 @@
 //!
 //! Components of other backends (and non-workers) get none of it.
 
-pub mod shell;
 pub mod sglang;
+pub mod shell;
 pub mod trtllm;
 pub mod vllm;
 

@@ -31,3 +31,7 @@ pub(crate) fn container(main: &mut Container, input: &PodInput<'_>, nodes: i32) 
     let (flags, needs_shell) = flags(input, nodes);
     shell::inject(main, &flags, needs_shell, "sglang");
 }
+
+#[cfg(test)]
+#[path = "sglang_tests.rs"]
+mod tests;

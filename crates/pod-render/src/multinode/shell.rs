@@ -134,7 +134,10 @@ fn inject_into_line(line: &str, flags: &str, module: &str) -> Option<String> {
     static PATTERNS: LazyLock<[(&str, Regex); 3]> = LazyLock::new(|| {
         ["sglang", "vllm", "trtllm"].map(|m| {
             let pattern = format!(r"(python[0-9.]*\s+[^|&;]*{m}[^|&;]*?)(\s|$|[|&;])");
-            (m, Regex::new(&pattern).expect("the injection pattern is valid"))
+            (
+                m,
+                Regex::new(&pattern).expect("the injection pattern is valid"),
+            )
         })
     });
     let (_, re) = PATTERNS.iter().find(|(m, _)| *m == module)?;

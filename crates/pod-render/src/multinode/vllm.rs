@@ -21,9 +21,7 @@
 
 use api::labels;
 use api::runtime_version::RuntimeVersion;
-use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, PodSpec, Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, Container, PodSpec, Volume, VolumeMount};
 
 use super::{Role, annotation, container_gpus, drop_probes, shell};
 use crate::failover::VLLM_MASTER_PORT;
