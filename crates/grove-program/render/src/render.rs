@@ -45,7 +45,8 @@ pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
 ///   `terminationDelay` from the settings, `priorityClassName`, and `topologyConstraint`
 ///   (`topologyName` + `pack.required`) from `spec.topologyConstraint`;
 /// - per component, in spec order: its cliques ([`names::clique_roles`]) with labels,
-///   annotations and the pod spec ([`crate::pod`]); multinode, inter-pod GMS and forced
+///   annotations and the pod spec ([`crate::pod`]: a multinode component's leader and worker
+///   cliques with the backend's launch wiring); multinode, inter-pod GMS and forced
 ///   components also get a scaling group named after the component;
 /// - then the compatibility rules of [`crate::compat`] against `inputs.existing`, then the
 ///   provider overrides (`providerOverride` fragments replace the `topologyConstraint` of their

@@ -289,7 +289,8 @@ fn python_command_injection() {
 #[test]
 fn shell_command_injection() {
     let grove = Deployer::Grove;
-    let cases: [(&str, i32, Role, Deployer, &[&str], &[&str]); 9] = [
+    type Row<'a> = (&'a str, i32, Role, Deployer, &'a [&'a str], &'a [&'a str]);
+    let cases: [Row<'_>; 9] = [
         (
             "single node shell command not modified",
             1,

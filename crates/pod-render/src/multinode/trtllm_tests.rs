@@ -175,7 +175,8 @@ fn update_pod_spec() {
         name: "existing-volume".into(),
         ..Default::default()
     };
-    let cases: [(&str, i32, Role, Deployer, Vec<Volume>, usize); 4] = [
+    type Row = (&'static str, i32, Role, Deployer, Vec<Volume>, usize);
+    let cases: [Row; 4] = [
         (
             "Single node - no SSH volume added",
             1,

@@ -960,7 +960,8 @@ fn wait_leader_config_map_name() {
 /// Upstream's `TestShouldUseMpBackend` (8 cases), and the origin version's forms.
 #[test]
 fn multiprocessing_or_ray() {
-    let cases: [(&str, &[(&str, &str)], bool); 8] = [
+    type Row<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
+    let cases: [Row<'_>; 8] = [
         (
             "nil annotations = legacy = ray (delegates to feature gate)",
             &[],
