@@ -189,7 +189,17 @@
 //!
 //! **LeaderWorkerSet** `<dcd>-0`: `replicas` (same ownership rule), `startupPolicy:
 //! LeaderCreated`, `size` = nodeCount, leader and worker templates as above with label
-//! `role: leader|worker` and without `nvidia.com/selector`.
+//! `role: leader|worker` and without `nvidia.com/selector`, each with the backend's multinode
+//! launch wiring for its role (`pod_render::multinode`, the leader found at
+//! `$(LWS_LEADER_ADDRESS)`, a worker's rank `$(LWS_WORKER_INDEX)`): SGLang's
+//! `--dist-init-addr $(LWS_LEADER_ADDRESS):29500 --nnodes <n> --node-rank <rank>`; vLLM's Ray
+//! cluster (leader `ray start --head --port=6379 && <engine> --distributed-executor-backend
+//! ray`, workers `ray start --address=$(LWS_LEADER_ADDRESS):6379 --block`), multiprocessing
+//! (with the graph's `wait-for-leader-mp` init container on the workers), data-parallel or
+//! elastic-EP flags; TensorRT-LLM's `mpirun` over SSH from the leader (the MPI SSH key Secret
+//! `mpi-run-ssh-secret` at `/ssh-pk`, after waiting for the workers' DNS names) and `sshd` on
+//! the workers. Worker pods of SGLang and vLLM have no probes; TensorRT-LLM workers are ready
+//! when their SSH port is.
 //!
 //! **Model Service** (with `modelRef`): `dynamo-model-<hash>`, headless (`clusterIP: None`),
 //! labels `nvidia.com/dynamo-base-model-hash` and `nvidia.com/managed-by: dynamo-operator`,
@@ -210,10 +220,8 @@
 //! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService), the
 //! pod-create webhook that restore-shapes `Immediate` components' pods once their checkpoint is
 //! Ready (they start cold), checkpoint storage from operator configuration (it is discovered
-//! from the snapshot agent's DaemonSet), backend-specific multinode wiring (leader address, node
-//! rank, vLLM/SGLang/TRT-LLM launch flags, wait-for-leader init, worker probe removal), legacy
-//! per-replica LWS/PodGroup pruning, the Deployment lookups upstream
-//! does to keep alpha-era selectors, and HPA ownership.
+//! from the snapshot agent's DaemonSet), legacy per-replica LWS/PodGroup pruning, the
+//! Deployment lookups upstream does to keep alpha-era selectors, and HPA ownership.
 
 pub mod lws;
 pub mod render;

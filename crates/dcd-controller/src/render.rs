@@ -26,8 +26,8 @@ use kube::api::DynamicObject;
 use kube::{Resource, ResourceExt};
 use pod_render::restore::Checkpoint;
 use pod_render::{
-    Backend, DEFAULT_SERVICE_ACCOUNT, HTTP_PORT, HTTP_PORT_NAME, Infrastructure, PodInput,
-    PullSecrets, SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
+    Backend, DEFAULT_SERVICE_ACCOUNT, Deployer, HTTP_PORT, HTTP_PORT_NAME, Infrastructure,
+    PodInput, PullSecrets, Role, SYSTEM_PORT, SYSTEM_PORT_NAME, epp,
 };
 use serde_json::{Value, json};
 
@@ -70,24 +70,12 @@ pub enum Workload {
     LeaderWorkerSet(Box<DynamicObject>),
 }
 
-/// Which pod of a component a template is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// The only pod kind of a single-node component.
-    Main,
-    /// The leader pod of a multinode replica.
-    Leader,
-    /// The worker pods of a multinode replica.
-    Worker,
-}
-
-impl Role {
-    fn label(self) -> Option<&'static str> {
-        match self {
-            Role::Main => None,
-            Role::Leader => Some("leader"),
-            Role::Worker => Some("worker"),
-        }
+/// The [`ROLE_LABEL`] value of a LeaderWorkerSet pod of `role` (none for single-node pods).
+fn role_label(role: Role) -> Option<&'static str> {
+    match role {
+        Role::Main => None,
+        Role::Leader => Some("leader"),
+        Role::Worker => Some("worker"),
     }
 }
 
@@ -524,7 +512,7 @@ fn pod_template(
         );
         labels.insert(labels::DYNAMO_DISCOVERY_ENABLED.into(), "true".into());
     }
-    if let Some(role) = role.label() {
+    if let Some(role) = role_label(role) {
         labels.insert(ROLE_LABEL.into(), role.into());
     }
     let mut annotations = id.annotations.clone();
@@ -537,14 +525,20 @@ fn pod_template(
             annotations: non_empty(annotations),
             ..Default::default()
         }),
-        spec: Some(pod_spec(dcd, id, pods)),
+        spec: Some(pod_spec(dcd, id, role, pods)),
     }
 }
 
-/// The pod both pathways render, running as the namespace's labelled ServiceAccount, else
-/// `default`, when nothing named one (upstream's component pathway; the Grove pathway leaves it
-/// unnamed, as upstream, and the kubelet uses `default`).
-fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> PodSpec {
+/// The pod both pathways render, for `role` on a LeaderWorkerSet (the multinode launch wiring),
+/// running as the namespace's labelled ServiceAccount, else `default`, when nothing named one
+/// (upstream's component pathway; the Grove pathway leaves it unnamed, as upstream, and the
+/// kubelet uses `default`).
+fn pod_spec(
+    dcd: &DynamoComponentDeployment,
+    id: &Identity,
+    role: Role,
+    pods: &Pods<'_>,
+) -> PodSpec {
     let mut spec = pod_render::pod_spec(&PodInput {
         graph: id.graph.as_deref(),
         namespace: id.namespace.as_deref().unwrap_or_default(),
@@ -562,6 +556,8 @@ fn pod_spec(dcd: &DynamoComponentDeployment, id: &Identity, pods: &Pods<'_>) -> 
         infrastructure: pods.infrastructure,
         runtime_version: RuntimeVersion::of_component(&dcd.spec.component),
         checkpoint: pods.checkpoint,
+        role,
+        deployer: Deployer::LeaderWorkerSet,
     });
     if spec
         .service_account_name

@@ -152,10 +152,12 @@ fn every_conformance_component_renders_with_the_users_main_container() {
             let spec = template.spec.unwrap();
             let main = main_of(&spec);
             assert_eq!(main.image, user.image, "{at}");
-            if user.command.is_some() {
+            // A multinode leader's command line is the engine's with the backend's launch
+            // wiring (`leader_worker_set_templates_carry_the_launch_wiring`).
+            if user.command.is_some() && !c.is_multinode() {
                 assert_eq!(main.command, user.command, "{at}: user command kept");
             }
-            if user.args.is_some() {
+            if user.args.is_some() && !c.is_multinode() {
                 assert_eq!(main.args, user.args, "{at}: user args kept");
             }
             assert_eq!(main.resources, user.resources, "{at}: user resources kept");
@@ -1378,6 +1380,204 @@ fn multinode_renders_a_leader_worker_set() {
     // One node is a Deployment.
     dcd.spec.component.multinode = Some(MultinodeSpec { node_count: 1 });
     assert!(matches!(render(&dcd).workload, Workload::Deployment(_)));
+}
+
+/// The leader and worker pod specs of a multinode DCD.
+fn leader_and_worker(dcd: &DynamoComponentDeployment) -> (PodSpec, PodSpec) {
+    let [leader, worker]: [PodTemplateSpec; 2] =
+        templates(dcd).try_into().expect("a LeaderWorkerSet");
+    (leader.spec.unwrap(), worker.spec.unwrap())
+}
+
+/// Upstream's `generateLeaderWorkerSet - nominal case` (the launch wiring of its templates: a
+/// vLLM engine whose TP × PP exceeds its GPUs runs a Ray cluster; the leader keeps its probes,
+/// the worker has none) and the other backends on the LeaderWorkerSet: what
+/// `pod_render::multinode` renders with the LeaderWorkerSet's addresses.
+#[test]
+fn leader_worker_set_templates_carry_the_launch_wiring() {
+    let sglang = conformance_dcd("v1beta1", "sglang-disagg-multinode.yaml", "decode");
+    fn main_mut(dcd: &mut DynamoComponentDeployment) -> &mut Container {
+        dcd.spec
+            .component
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers
+            .iter_mut()
+            .find(|c| c.name == "main")
+            .unwrap()
+    }
+
+    // vLLM (upstream's case): Ray.
+    let mut vllm = sglang.clone();
+    vllm.spec.backend_framework = Some(api::BackendFramework::Vllm);
+    let main = main_mut(&mut vllm);
+    main.command = Some(vec!["some".into(), "dynamo".into(), "command".into()]);
+    main.args = Some(vec![
+        "--tensor-parallel-size".into(),
+        "4".into(),
+        "--pipeline-parallel-size".into(),
+        "1".into(),
+    ]);
+    main.resources.as_mut().unwrap().limits = Some(BTreeMap::from([(
+        "nvidia.com/gpu".into(),
+        Quantity("1".into()),
+    )]));
+    let (leader, worker) = leader_and_worker(&vllm);
+    let (leader, worker) = (main_of(&leader), main_of(&worker));
+    assert_eq!(
+        leader.command,
+        Some(vec!["/bin/sh".to_string(), "-c".into()])
+    );
+    assert_eq!(
+        leader.args,
+        Some(vec!["ray start --head --port=6379 && some dynamo command --tensor-parallel-size 4 --pipeline-parallel-size 1 --distributed-executor-backend ray".to_string()])
+    );
+    assert!(
+        leader.liveness_probe.is_some()
+            && leader.readiness_probe.is_some()
+            && leader.startup_probe.is_some()
+    );
+    assert_eq!(worker.command, leader.command);
+    assert_eq!(
+        worker.args,
+        Some(vec![
+            "ray start --address=$(LWS_LEADER_ADDRESS):6379 --block".to_string()
+        ])
+    );
+    assert!(
+        worker.liveness_probe.is_none()
+            && worker.readiness_probe.is_none()
+            && worker.startup_probe.is_none()
+    );
+
+    // vLLM with multiprocessing: the worker waits for the leader on the graph's script.
+    let mut mp = vllm.clone();
+    mp.spec
+        .component
+        .pod_template
+        .as_mut()
+        .unwrap()
+        .metadata
+        .get_or_insert_with(Default::default)
+        .annotations = Some(BTreeMap::from([(
+        labels::VLLM_DISTRIBUTED_EXECUTOR_BACKEND.to_string(),
+        "mp".to_string(),
+    )]));
+    main_mut(&mut mp).command = Some(vec!["python3".into(), "-m".into(), "dynamo.vllm".into()]);
+    let (leader, worker) = leader_and_worker(&mp);
+    assert!(leader.init_containers.is_none());
+    assert_eq!(
+        main_of(&leader).args.as_ref().unwrap()[4..],
+        [
+            "--distributed-executor-backend",
+            "mp",
+            "--nnodes",
+            "2",
+            "--master-addr",
+            "$(LWS_LEADER_ADDRESS)",
+            "--master-port",
+            "29500",
+            "--node-rank",
+            "0"
+        ]
+    );
+    let init = &worker.init_containers.as_ref().unwrap()[0];
+    assert_eq!(init.name, "wait-for-leader-mp");
+    assert_eq!(
+        init.command.as_ref().unwrap()[2],
+        "export LEADER_HOST=\"${LWS_LEADER_ADDRESS}\" LEADER_PORT=\"29500\" && exec python3 /scripts/wait-for-leader.py"
+    );
+    let script = worker
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == "wait-leader-script")
+        .unwrap();
+    assert_eq!(
+        script.config_map.as_ref().unwrap().name,
+        "sglang-disagg-multinode-wait-leader-script"
+    );
+
+    // SGLang: the rendezvous flags, the worker's rank from the LeaderWorkerSet.
+    let (leader, worker) = leader_and_worker(&sglang);
+    let tail = |c: &Container| {
+        c.args
+            .clone()
+            .unwrap()
+            .split_off(c.args.as_ref().unwrap().len() - 6)
+    };
+    assert_eq!(
+        tail(main_of(&leader)),
+        [
+            "--dist-init-addr",
+            "$(LWS_LEADER_ADDRESS):29500",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0"
+        ]
+    );
+    assert_eq!(
+        tail(main_of(&worker)),
+        [
+            "--dist-init-addr",
+            "$(LWS_LEADER_ADDRESS):29500",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "$(LWS_WORKER_INDEX)"
+        ]
+    );
+    assert!(main_of(&leader).liveness_probe.is_some());
+    assert!(main_of(&worker).liveness_probe.is_none());
+
+    // TensorRT-LLM: mpirun over SSH with the MPI key Secret on both.
+    let mut trtllm = sglang.clone();
+    trtllm.spec.backend_framework = Some(api::BackendFramework::Trtllm);
+    main_mut(&mut trtllm).command =
+        Some(vec!["python3".into(), "-m".into(), "dynamo.trtllm".into()]);
+    let (leader, worker) = leader_and_worker(&trtllm);
+    for spec in [&leader, &worker] {
+        let secret = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "mpi-run-ssh-secret")
+            .unwrap();
+        assert_eq!(secret.secret.as_ref().unwrap().default_mode, Some(0o644));
+        assert!(
+            main_of(spec)
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == "/ssh-pk")
+        );
+    }
+    let line = &main_of(&leader).args.as_ref().unwrap()[0];
+    assert!(line.contains("mpirun $([ \"$(id -u)\" = \"0\" ] && echo --allow-run-as-root) --oversubscribe -n 8 -H $(LWS_LEADER_ADDRESS),$(echo \"$LWS_LEADER_ADDRESS\" | sed 's/\\./-1\\./')"), "{line}");
+    assert!(
+        line.contains("bash -c 'trtllm-llmapi-launch python3 -m dynamo.trtllm --model-path"),
+        "{line}"
+    );
+    assert!(
+        main_of(&worker).args.as_ref().unwrap()[0]
+            .ends_with("/usr/sbin/sshd -D -f $HOME/.ssh/sshd_config")
+    );
+    assert_eq!(
+        main_of(&worker)
+            .readiness_probe
+            .as_ref()
+            .unwrap()
+            .tcp_socket
+            .as_ref()
+            .unwrap()
+            .port,
+        IntOrString::Int(2222)
+    );
 }
 
 #[test]

@@ -307,13 +307,16 @@ mod tests {
         // Upstream examples of features the conformance set lacks: the legacy EPP, the GPU
         // memory service with intra-pod failover, `modelRef` (the headless model Service),
         // checkpoints (`WaitForCheckpoint`: the automatic checkpoint with its capture pod, the
-        // worker held at zero replicas).
+        // worker held at zero replicas), the multinode launch wiring of each backend.
         let upstream_examples = [
             "examples__backends__vllm__deploy__gaie__v1beta1__agg.yaml",
             "examples__backends__vllm__deploy__v1beta1__agg_failover.yaml",
             "examples__backends__vllm__deploy__lora__v1beta1__agg_lora.yaml",
             "examples__backends__trtllm__deploy__v1beta1__snapshot-restore.yaml",
             "examples__backends__vllm__deploy__v1beta1__agg_snapshot_tp8.yaml",
+            "examples__backends__vllm__deploy__v1beta1__disagg-multinode.yaml",
+            "examples__backends__sglang__deploy__v1beta1__disagg-multinode.yaml",
+            "examples__backends__trtllm__deploy__v1beta1__disagg-multinode.yaml",
         ];
         for name in upstream_examples {
             let path = testkit::testdata::path("upstream-examples").join(name);

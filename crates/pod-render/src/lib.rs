@@ -17,18 +17,23 @@
 //!    configuration or cache ([`epp`]), the topology wiring of KV-transfer-aware workers and
 //!    `/dev/shm` ([`volumes`]); the user's other containers after `main`, the
 //!    `frontendSidecar` container with the frontend's defaults, and the discovered image pull
-//!    secrets of every container's and init container's image ([`pull_secrets`]). With `dynamoSidecar`, the named init container gets the runtime's defaults and
-//!    the topology wiring, and `main` (the engine) none of step 1 (see `sidecar`). A pod nothing names a ServiceAccount for keeps none, as upstream's
-//!    `GenerateBasePodSpec`: the component pathway then picks one (`dcd-controller`), the Grove
-//!    pathway leaves it to the kubelet (`default`);
-//! 5. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
-//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`),
-//!    then checkpoint restore ([`restore`]: a Ready checkpoint of a `WaitForCheckpoint`
-//!    component restore-shapes the pod; [`restore::metadata`] gives both pathways the pod
-//!    template's checkpoint labels and annotations).
+//!    secrets of every container's and init container's image ([`pull_secrets`]). With
+//!    `dynamoSidecar`, the named init container gets the runtime's defaults and the topology
+//!    wiring, and `main` (the engine) none of step 1 (see `sidecar`). A pod nothing names a
+//!    ServiceAccount for keeps none, as upstream's `GenerateBasePodSpec`: the component pathway
+//!    then picks one (`dcd-controller`), the Grove pathway leaves it to the kubelet (`default`);
+//! 5. for a multinode component, the backend's launch wiring of the engine container (before
+//!    `/dev/shm` is mounted) and of the pod (after it) for the pod's [`Role`], written once for
+//!    both pathways and parameterised by how the pathway's pods find each other ([`Deployer`]:
+//!    LeaderWorkerSet or Grove; see [`multinode`]);
+//! 6. last, on the finished pod: the GPU memory service inside the pod ([`gms`]), then
+//!    intra-pod failover ([`failover`]: `main` becomes the engines `engine-0` and `engine-1`,
+//!    both with the multinode wiring), then checkpoint restore ([`restore`]: a Ready checkpoint
+//!    of a `WaitForCheckpoint` component restore-shapes the pod; [`restore::metadata`] gives
+//!    both pathways the pod template's checkpoint labels and annotations).
 //!
 //! What is pathway-specific stays with the pathway: labels and annotations of the pod
-//! template, and the multinode launch wiring.
+//! template, and which [`Role`] and [`Deployer`] a pod is rendered for.
 
 pub mod cache;
 pub mod epp;
@@ -37,6 +42,7 @@ pub mod gates;
 pub mod gms;
 pub mod infrastructure;
 pub mod merge;
+pub mod multinode;
 pub mod parts;
 pub mod pull_secrets;
 pub mod restore;
@@ -55,6 +61,7 @@ use serde_json::Value;
 pub use api::backend::{self, Backend};
 pub use infrastructure::Infrastructure;
 pub use merge::merge_envs;
+pub use multinode::{Deployer, Role};
 use parts::{env, field_env, http_probe, port};
 pub use pull_secrets::{PullSecrets, registry_host};
 
@@ -137,6 +144,11 @@ pub struct PodInput<'a> {
     pub runtime_version: Option<RuntimeVersion>,
     /// The component's checkpoint (`experimental.checkpoint.enabled`), as resolved.
     pub checkpoint: Option<&'a restore::Checkpoint>,
+    /// What the pod does: the only pod of a single-node component, or the leader or a worker of
+    /// a multinode replica ([`multinode`]).
+    pub role: Role,
+    /// How the pods of a multinode replica find each other (the pathway).
+    pub deployer: Deployer,
 }
 
 /// The ServiceAccount the graph creates for Kubernetes discovery: `<dgd>-k8s-service-discovery`.
@@ -176,27 +188,20 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
         .dynamo_sidecar
         .as_deref()
         .and_then(|name| sidecar::dynamo(&spec, input, name));
-    if let Some(cache) = &component.compilation_cache {
-        cache::apply(&mut spec, &mut main, cache, input.backend);
-    }
-    if component.r#type == Some(ComponentType::Epp) {
-        epp::volumes(
-            &mut spec,
-            &mut main,
-            component,
-            input.graph.unwrap_or_default(),
-        );
-    }
-    if let Some((policy, domains)) = input.kv_transfer {
-        let target = runtime.as_mut().map_or(&mut main, |(_, c)| c);
-        volumes::topology_wiring(&mut spec, target, policy, domains);
-    }
+    volumes_of_main(
+        &mut spec,
+        &mut main,
+        runtime.as_mut().map(|(_, c)| c),
+        input,
+    );
     if let (Some((index, runtime)), Some(inits)) = (runtime, spec.init_containers.as_mut()) {
         inits[index] = runtime;
     }
     let main_mounts = main.volume_mounts.clone().unwrap_or_default();
+    multinode::container(&mut main, input);
     volumes::shared_memory(&mut spec, &mut main, component.shared_memory_size.as_ref());
     spec.containers = std::iter::once(main).chain(sidecars).collect();
+    multinode::pod(&mut spec, input);
     if let Some(name) = &component.frontend_sidecar {
         sidecar::frontend(&mut spec, input, name, &main_mounts);
     }
@@ -205,6 +210,26 @@ pub fn pod_spec(input: &PodInput<'_>) -> PodSpec {
     failover::apply(&mut spec, input);
     restore::apply(&mut spec, input.checkpoint);
     spec
+}
+
+/// The compilation cache, the EPP's volumes and the KV-transfer topology wiring (on the
+/// `dynamoSidecar` container `runtime` when there is one, else on `main`).
+fn volumes_of_main(
+    spec: &mut PodSpec,
+    main: &mut Container,
+    runtime: Option<&mut Container>,
+    input: &PodInput<'_>,
+) {
+    let component = input.component;
+    if let Some(cache) = &component.compilation_cache {
+        cache::apply(spec, main, cache, input.backend);
+    }
+    if component.r#type == Some(ComponentType::Epp) {
+        epp::volumes(spec, main, component, input.graph.unwrap_or_default());
+    }
+    if let Some((policy, domains)) = input.kv_transfer {
+        volumes::topology_wiring(spec, runtime.unwrap_or(main), policy, domains);
+    }
 }
 
 /// The pod-level defaults (termination grace, restart policy, the planner's and the EPP's

@@ -99,6 +99,8 @@ fn input(component: &DynamoComponentDeploymentSharedSpec, backend: Backend) -> P
         infrastructure,
         runtime_version: None,
         checkpoint: None,
+        role: crate::Role::Main,
+        deployer: crate::Deployer::LeaderWorkerSet,
     }
 }
 
@@ -410,6 +412,8 @@ fn frontend_sidecar_gets_the_frontend_defaults() {
         infrastructure: &infrastructure,
         runtime_version: None,
         checkpoint: None,
+        role: crate::Role::Main,
+        deployer: crate::Deployer::LeaderWorkerSet,
     });
     let names: Vec<&str> = spec.containers.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["main", "frontend"]);
@@ -490,6 +494,8 @@ fn infrastructure_env_on_every_component() {
             infrastructure: &infrastructure,
             runtime_version: None,
             checkpoint: None,
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
         });
         let main = &spec.containers[0];
         for (name, value) in [

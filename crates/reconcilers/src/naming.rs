@@ -105,10 +105,8 @@ pub use pod_render::gms::resource_claim_template_name;
 pub use pod_render::epp::{epp_config_map_name, inference_pool_name};
 
 /// `<dgd>-wait-leader-script`: the ConfigMap with the wait-for-leader script of multinode
-/// workers.
-pub fn wait_leader_config_map_name(dgd_name: &str) -> String {
-    format!("{dgd_name}-wait-leader-script")
-}
+/// workers, defined with the init container that mounts it.
+pub use pod_render::multinode::vllm::wait_leader_config_map as wait_leader_config_map_name;
 
 /// `checkpoint-<identity hash>`: the DynamoCheckpoint a graph creates for an automatic
 /// checkpoint.

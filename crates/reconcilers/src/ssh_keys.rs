@@ -1,6 +1,7 @@
 //! The MPI SSH key Secret multinode workers use to reach each other (`mpirun` over SSH).
 //!
 //! Only for graphs with a multinode component, and only when the operator manages SSH keys.
+//! Multinode TensorRT-LLM pods mount it at `/ssh-pk` (`pod_render::multinode::trtllm`).
 //! The Secret (default name `mpi-run-ssh-secret`) has keys `private.key` (an OpenSSH private
 //! key) and `private.key.pub` (the `authorized_keys` line), as upstream. It is **namespace-wide**:
 //! every multinode graph of the namespace uses the same one, so it has no owner reference.
@@ -32,12 +33,11 @@ use ring::signature::{Ed25519KeyPair, KeyPair};
 use crate::child::{self, MANAGED_BY};
 use crate::error::{Error, Result};
 
-/// Upstream's default name of the MPI SSH key Secret.
-pub const DEFAULT_SECRET_NAME: &str = "mpi-run-ssh-secret";
-/// Key of the private key in the Secret.
-pub const PRIVATE_KEY: &str = "private.key";
-/// Key of the public key (`authorized_keys` line) in the Secret.
-pub const PUBLIC_KEY: &str = "private.key.pub";
+/// Upstream's default name of the MPI SSH key Secret (the name multinode TensorRT-LLM pods
+/// mount, `pod_render::multinode::trtllm`).
+pub use pod_render::multinode::trtllm::MPI_SSH_SECRET as DEFAULT_SECRET_NAME;
+/// Keys of the private key and of the public key (`authorized_keys` line) in the Secret.
+pub use pod_render::multinode::trtllm::{PRIVATE_KEY, PUBLIC_KEY};
 
 /// How the operator manages the MPI SSH key Secret.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,8 +2,9 @@
 //! component.
 //!
 //! ConfigMap `<dgd>-wait-leader-script`, owned by the graph, key [`SCRIPT_KEY`]. Worker pods of a
-//! multinode vLLM component mount it at [`MOUNT_PATH`] in an init container that runs
-//! `python3 /scripts/wait-for-leader.py` with `LEADER_HOST` and `LEADER_PORT` set. The script
+//! multinode vLLM component launched with multiprocessing mount it at [`MOUNT_PATH`] in the
+//! init container `wait-for-leader-mp` that runs `python3 /scripts/wait-for-leader.py` with
+//! `LEADER_HOST` and `LEADER_PORT` set (`pod_render::multinode::vllm`). The script
 //! waits until the leader's pod is Running and not terminating (asked of the Kubernetes API with
 //! the pod's service account; when the API cannot be asked, TCP alone decides) and its port
 //! accepts connections, reporting progress every 30 seconds.
@@ -19,12 +20,12 @@ use crate::child::{self, Ownership};
 use crate::error::Result;
 use crate::naming;
 
-/// Key of the script in the ConfigMap.
-pub const SCRIPT_KEY: &str = "wait-for-leader.py";
-/// Where worker pods mount the ConfigMap.
-pub const MOUNT_PATH: &str = "/scripts";
-/// Name of the volume worker pods mount it as.
-pub const VOLUME_NAME: &str = "wait-leader-script";
+/// Key of the script in the ConfigMap, where worker pods mount the ConfigMap and the name of
+/// the volume they mount it as (`pod_render::multinode::vllm` renders the mount).
+pub use pod_render::multinode::vllm::{
+    WAIT_LEADER_MOUNT_PATH as MOUNT_PATH, WAIT_LEADER_SCRIPT_KEY as SCRIPT_KEY,
+    WAIT_LEADER_VOLUME as VOLUME_NAME,
+};
 
 /// The script: waits for `LEADER_HOST:LEADER_PORT` to serve, checking the leader pod first.
 pub const SCRIPT: &str = r#"import json, os, socket, ssl, time, urllib.request

@@ -16,7 +16,8 @@
 //! (`pod_render::restore`). Every input is read, none is changed, and equal inputs give equal output.
 //!
 //! - [`names`]: PodCliqueSet, clique, scaling group and Grove child names.
-//! - [`pod`]: the pod spec of a clique (operator defaults under the user's template).
+//! - [`pod`]: the pod spec of a clique (operator defaults under the user's template, the
+//!   multinode launch wiring of its role with the Grove addresses).
 //! - [`compat`]: the compatibility rules against the existing object.
 //! - [`services`]: the component Services that accompany the PodCliqueSet.
 

@@ -11,25 +11,12 @@
 
 use api::DynamoComponentDeploymentSharedSpec;
 
-/// Suffix of the leader clique of a multinode component.
-pub const ROLE_SUFFIX_LEADER: &str = "ldr";
-/// Suffix of the worker clique of a multinode component.
-pub const ROLE_SUFFIX_WORKER: &str = "wkr";
+pub use pod_render::Role;
+pub use pod_render::multinode::{ROLE_SUFFIX_LEADER, ROLE_SUFFIX_WORKER};
 /// Grove's limit on the combined length of PodCliqueSet, scaling group and clique names.
 pub const MAX_COMBINED_NAME_LENGTH: usize = 45;
 /// The shortest PodCliqueSet name [`pcs_name`] produces.
 const MIN_PCS_NAME_LENGTH: usize = 8;
-
-/// What a clique's pods do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// The pods of a single-node component.
-    Main,
-    /// The leader pod of a multinode replica.
-    Leader,
-    /// The worker pods of a multinode replica.
-    Worker,
-}
 
 /// One clique a component renders to.
 #[derive(Clone, Debug, PartialEq, Eq)]

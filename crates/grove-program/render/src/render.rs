@@ -45,7 +45,8 @@ pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
 ///   `terminationDelay` from the settings, `priorityClassName`, and `topologyConstraint`
 ///   (`topologyName` + `pack.required`) from `spec.topologyConstraint`;
 /// - per component, in spec order: its cliques ([`names::clique_roles`]) with labels,
-///   annotations and the pod spec ([`crate::pod`]); multinode, inter-pod GMS and forced
+///   annotations and the pod spec ([`crate::pod`]: a multinode component's leader and worker
+///   cliques with the backend's launch wiring); multinode, inter-pod GMS and forced
 ///   components also get a scaling group named after the component;
 /// - then the compatibility rules of [`crate::compat`] against `inputs.existing`, then the
 ///   provider overrides (`providerOverride` fragments replace the `topologyConstraint` of their
@@ -180,8 +181,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
                 infrastructure: &inputs.settings.infrastructure,
                 runtime_version: RuntimeVersion::of_component(&component),
                 checkpoint,
+                role: role.role,
+                deployer: pod::Deployer::Grove,
             };
-            let spec = pod::pod_spec(&input, role.role, backend);
+            let spec = pod_render::pod_spec(&input);
             let min_available = if multinode {
                 role.replicas
             } else if uses_group {

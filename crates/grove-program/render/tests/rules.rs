@@ -1320,3 +1320,113 @@ fn graph_metadata_and_grove_options_reach_the_pod_clique_set() {
     );
     assert_eq!(clique(&pcs, "decode-wkr").topology_constraint, None);
 }
+
+/// Upstream's `GenerateGrovePodCliqueSet` multinode cases (`graph_test.go`: the SGLang graph
+/// whose worker runs `/bin/sh -c "python3 -m dynamo.sglang --custom-flag custom-value"` and the
+/// vLLM graph whose worker runs `python3 -m dynamo.vllm` with TP 4 on 2 GPUs, 3 nodes each;
+/// 4 clique rows): the leader and worker cliques' engine command lines.
+#[test]
+fn multinode_cliques_carry_the_launch_wiring() {
+    let gpus = |c: &mut api::DynamoComponentDeploymentSharedSpec| {
+        let main = &mut c
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
+        main.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+            limits: Some(BTreeMap::from([(
+                "nvidia.com/gpu".to_string(),
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+            )])),
+            ..Default::default()
+        });
+    };
+    let leader_addr =
+        "$(GROVE_PCSG_NAME)-$(GROVE_PCSG_INDEX)-worker-ldr-0.$(GROVE_HEADLESS_SERVICE)";
+    type Row = (
+        &'static str,
+        &'static [&'static str],
+        &'static [&'static str],
+        [(&'static str, Vec<String>, Vec<String>); 2],
+    );
+    let sh_c = vec!["/bin/sh".to_string(), "-c".into()];
+    let rows: [Row; 2] = [
+        (
+            "test_generate_grove_pod_gang_set_multinode sglang",
+            &["/bin/sh", "-c"],
+            &["python3 -m dynamo.sglang --custom-flag custom-value"],
+            [
+                (
+                    "worker-ldr",
+                    sh_c.clone(),
+                    vec![format!("python3 -m dynamo.sglang --dist-init-addr {leader_addr}:29500 --nnodes 3 --node-rank 0 --custom-flag custom-value")],
+                ),
+                (
+                    "worker-wkr",
+                    sh_c.clone(),
+                    vec![format!("python3 -m dynamo.sglang --dist-init-addr {leader_addr}:29500 --nnodes 3 --node-rank $((GROVE_PCLQ_POD_INDEX + 1)) --custom-flag custom-value")],
+                ),
+            ],
+        ),
+        (
+            "test_generate_grove_pod_gang_set_multinode vllm",
+            &["python3", "-m", "dynamo.vllm"],
+            &["--custom-flag", "custom-value", "--tensor-parallel-size", "4", "--pipeline-parallel-size", "1"],
+            [
+                (
+                    "worker-ldr",
+                    sh_c.clone(),
+                    vec!["ray start --head --port=6379 && python3 -m dynamo.vllm --custom-flag custom-value --tensor-parallel-size 4 --pipeline-parallel-size 1 --distributed-executor-backend ray".to_string()],
+                ),
+                (
+                    "worker-wkr",
+                    sh_c.clone(),
+                    vec![format!("ray start --address={leader_addr}:6379 --block")],
+                ),
+            ],
+        ),
+    ];
+    for (name, command, args, cliques) in rows {
+        let mut dgd = graph();
+        let mut worker = component("worker", ComponentType::Worker, command);
+        worker.multinode = Some(api::common::MultinodeSpec { node_count: 3 });
+        worker.replicas = Some(5);
+        let main = &mut worker
+            .pod_template
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .containers[0];
+        main.args = Some(args.iter().map(|s| s.to_string()).collect());
+        gpus(&mut worker);
+        dgd.spec.components = vec![worker];
+        let pcs = fresh(&dgd);
+        assert_eq!(
+            group(&pcs, "worker").clique_names,
+            ["worker-ldr", "worker-wkr"],
+            "{name}"
+        );
+        assert_eq!(group(&pcs, "worker").replicas, Some(5), "{name}");
+        for (clique_name, command, args) in cliques {
+            let c = clique(&pcs, clique_name);
+            let main = &c.spec.pod_spec.containers[0];
+            assert_eq!(
+                main.command.as_ref(),
+                Some(&command),
+                "{name}: {clique_name}"
+            );
+            assert_eq!(main.args.as_ref(), Some(&args), "{name}: {clique_name}");
+            let worker = clique_name.ends_with("wkr");
+            assert_eq!(
+                main.readiness_probe.is_none(),
+                worker,
+                "{name}: {clique_name}"
+            );
+        }
+    }
+}

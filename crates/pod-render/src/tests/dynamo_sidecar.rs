@@ -104,6 +104,8 @@ fn the_runtime_runs_in_the_sidecar_and_main_is_the_engine() {
             kv_transfer: Some((&policy, &[])),
             infrastructure: &infrastructure,
             runtime_version: RuntimeVersion::of_component(&c),
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
             ..input(&c, Backend::Vllm)
         });
         let inits = spec.init_containers.as_deref().unwrap();
@@ -268,6 +270,8 @@ fn the_frontend_sidecar_ignores_the_runtime_sidecar_version() {
         let spec = pod_spec(&PodInput {
             annotations: &annotations,
             runtime_version: RuntimeVersion::of_component(&c),
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
             ..input(&c, Backend::Vllm)
         });
         assert_eq!(spec.containers.len(), 3);

@@ -14,6 +14,8 @@ fn render_at(
 ) -> PodSpec {
     pod_spec(&PodInput {
         runtime_version: version,
+        role: crate::Role::Main,
+        deployer: crate::Deployer::LeaderWorkerSet,
         ..input(component, Backend::None)
     })
 }
@@ -187,6 +189,8 @@ fn frontend_sidecar_gates_follow_its_own_image() {
         let spec = pod_spec(&PodInput {
             annotations: &annotations,
             runtime_version: RuntimeVersion::of_component(&c),
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
             ..input(&c, Backend::Vllm)
         });
         assert_eq!(spec.containers.len(), 3);
@@ -269,6 +273,8 @@ fn frontend_sidecar_startup_probe_override_is_kept_whole() {
         containers.truncate(2);
         let spec = pod_spec(&PodInput {
             runtime_version: RuntimeVersion::of_component(&c),
+            role: crate::Role::Main,
+            deployer: crate::Deployer::LeaderWorkerSet,
             ..input(&c, Backend::Vllm)
         });
         assert_eq!(spec.containers.len(), 2);
