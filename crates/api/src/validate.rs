@@ -849,6 +849,18 @@ fn gpu_memory_service(
         );
         return;
     }
+    // As upstream (GPU memory service with snapshots is disabled there): the capture pod would
+    // lose the memory service, and the restore would not find it.
+    if c.experimental
+        .as_ref()
+        .and_then(|e| e.checkpoint.as_ref())
+        .is_some_and(|k| k.enabled)
+    {
+        v.at(&path).push(
+            Rule::Unsupported,
+            format!("{UNSUPPORTED} together with experimental.checkpoint"),
+        );
+    }
     match crate::gpu::main_container_gpus(c) {
         Ok(0) => v.at(&path).push(
             Rule::GpuMemoryService,
@@ -1493,6 +1505,11 @@ mod tests {
                 got,
                 [
                     ("spec.components[0].roles[1].podTemplate", Rule::Unsupported),
+                    // With checkpoints, as upstream, which keeps it disabled.
+                    (
+                        "spec.components[0].experimental.gpuMemoryService",
+                        Rule::Unsupported
+                    ),
                     (
                         "spec.components[0].experimental.checkpoint.job.gmsClientContainers",
                         Rule::Unsupported

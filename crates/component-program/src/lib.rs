@@ -412,8 +412,8 @@ mod tests {
             d.reader(),
             d.writer(),
             ComponentConfig {
-                shared: SharedConfig::default(),
                 served: served.clone(),
+                ..Default::default()
             },
         );
         pass(&d, &p).await.unwrap_err();

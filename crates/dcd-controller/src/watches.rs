@@ -47,7 +47,7 @@ pub struct Watch {
 }
 
 /// Every watch of the DCD controller.
-pub const WATCHES: [Watch; 6] = [
+pub const WATCHES: [Watch; 7] = [
     Watch {
         api_version: "nvidia.com/v1beta1",
         kind: "DynamoComponentDeployment",
@@ -82,6 +82,13 @@ pub const WATCHES: [Watch; 6] = [
         relation: Relation::Namespace,
         triggers: "with image pull secret discovery only, and only Secrets of type `kubernetes.io/dockerconfigjson`: creation, deletion, and data changes (the registries they hold credentials for)",
         optional: true,
+    },
+    Watch {
+        api_version: "apps/v1",
+        kind: "DaemonSet",
+        relation: Relation::Namespace,
+        triggers: "the snapshot agent's DaemonSet only (label `app.kubernetes.io/component=snapshot-agent`): creation, deletion, and pod template changes (the checkpoint storage restore pods mount)",
+        optional: false,
     },
     Watch {
         api_version: "leaderworkerset.x-k8s.io/v1",

@@ -46,7 +46,7 @@ use dcd_controller::LeaderWorkerSet;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
@@ -273,6 +273,22 @@ fn namespace_mapper<K: Resource, P: Resource<DynamicType = ()> + Clone + Send + 
     }
 }
 
+/// The graph `object`'s graph label names, else every graph of its namespace: the mapper of
+/// [`triggers::Enqueue::GraphElseNamespace`] rows, counting what it enqueues.
+fn graph_else_namespace_mapper<K: Resource>(
+    graphs: Store<DynamoGraphDeployment>,
+    metrics: ControllerMetrics,
+) -> impl Fn(Arc<K>) -> Vec<kube::runtime::reflector::ObjectRef<DynamoGraphDeployment>>
++ Send
++ Sync
++ 'static {
+    let namespace = namespace_mapper::<K, DynamoGraphDeployment>(graphs, metrics.clone());
+    move |object: Arc<K>| match graph_of(object.clone()) {
+        Some(graph) => counted(&metrics, vec![graph]),
+        None => namespace(object),
+    }
+}
+
 /// Counts `refs` as enqueued in the controller's queue metrics.
 fn counted<P: Resource<DynamicType = ()>>(
     metrics: &ControllerMetrics,
@@ -481,6 +497,8 @@ fn dgd_controller(
     w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
     w.watch::<WorkerPod>(Scope::Labelled(POD_WATCH_LABEL))?;
+    // The snapshot agent: where restore pods find the checkpoint storage (both controllers).
+    w.watch::<DaemonSet>(Scope::Labelled(api::snapshot::AGENT_SELECTOR))?;
     // Optional kinds: watched while served.
     w.watch_optional::<ResourceClaimTemplate>(Scope::Graph)?;
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
@@ -514,7 +532,14 @@ fn dgd_controller(
     .owns_shared_stream(w.trigger::<Role>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<RoleBinding>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<ConfigMap>(name, &metrics)?)
-    .owns_shared_stream(w.trigger::<api::DynamoCheckpoint>(name, &metrics)?)
+    .watches_shared_stream(
+        w.trigger::<api::DynamoCheckpoint>(name, &metrics)?,
+        graph_else_namespace_mapper::<api::DynamoCheckpoint>(store.clone(), metrics.clone()),
+    )
+    .watches_shared_stream(
+        w.trigger::<DaemonSet>(name, &metrics)?,
+        namespace_mapper::<DaemonSet, DynamoGraphDeployment>(store.clone(), metrics.clone()),
+    )
     .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
@@ -594,6 +619,7 @@ fn dcd_controller(
     w.watch::<Deployment>(Scope::All)?;
     w.watch::<Service>(Scope::All)?;
     w.watch::<ServiceAccount>(Scope::All)?;
+    w.watch::<DaemonSet>(Scope::Labelled(api::snapshot::AGENT_SELECTOR))?;
     // Every LeaderWorkerSet the controller renders carries the component label.
     w.watch_optional::<LeaderWorkerSet>(Scope::Labelled(api::labels::DYNAMO_COMPONENT))?;
     let secrets = w.docker_config_secrets()?;
@@ -621,6 +647,10 @@ fn dcd_controller(
             store.clone(),
             metrics.clone(),
         ),
+    )
+    .watches_shared_stream(
+        w.trigger::<DaemonSet>(name, &metrics)?,
+        namespace_mapper::<DaemonSet, DynamoComponentDeployment>(store.clone(), metrics.clone()),
     );
     if secrets.is_some() {
         controller = controller.watches_shared_stream(

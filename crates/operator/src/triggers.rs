@@ -78,6 +78,11 @@ pub enum Enqueue {
     Namespace,
     /// The value of this label names the primary (same namespace).
     Label(&'static str),
+    /// The graph its `nvidia.com/dynamo-graph-deployment-name` label names (same namespace);
+    /// without the label, every primary of its namespace (an object users make and graphs
+    /// refer to by name). Several primaries, so [`primary_key`] has none; the wiring maps and
+    /// counts them.
+    GraphElseNamespace,
     /// The DynamoGraphDeploymentScalingAdapters (same namespace) whose `spec.dgdRef` names the
     /// object's graph (a graph itself, else its `nvidia.com/dynamo-graph-deployment-name` label)
     /// and, when the object carries `nvidia.com/dynamo-component`, that component. Several
@@ -158,8 +163,15 @@ pub const TRIGGERS: &[Trigger] = &[
         controller: ControllerName::Dgd,
         kind: "nvidia.com/v1alpha1/DynamoCheckpoint",
         fields: &["/status/phase", "/status/checkpointID"],
-        enqueue: Enqueue::ControllerOwner,
-        note: "automatic checkpoints the graph owns: a checkpoint becoming Ready releases components waiting for it (manual checkpoints a graph only references do not trigger it)",
+        enqueue: Enqueue::GraphElseNamespace,
+        note: "a checkpoint becoming Ready releases the components waiting for it: an automatic one reconciles the graph it was made for (its graph label, also when retained without an owner), one a user made (a `checkpointRef`, or looked up by identity) every graph of its namespace",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "apps/v1/DaemonSet",
+        fields: &["/spec/template/spec"],
+        enqueue: Enqueue::Namespace,
+        note: "the snapshot agent's DaemonSet (label-selected `app.kubernetes.io/component=snapshot-agent`), whose volume is the checkpoint storage restore pods mount: one appearing, going or changing re-renders the namespace's graphs (the Grove pathway resolves the storage; read from this cache, never live)",
     },
     Trigger {
         controller: ControllerName::Dgd,
@@ -343,6 +355,13 @@ pub const TRIGGERS: &[Trigger] = &[
         enqueue: Enqueue::Namespace,
         note: "Docker registry credentials for image pull secret discovery (only with `--discover-image-pull-secrets`; the graph controller's field-selected watch): one appearing, going or changing its registries re-renders the namespace's DCDs",
     },
+    Trigger {
+        controller: ControllerName::Dcd,
+        kind: "apps/v1/DaemonSet",
+        fields: &["/spec/template/spec"],
+        enqueue: Enqueue::Namespace,
+        note: "the snapshot agent's DaemonSet (the graph controller's label-selected watch): the checkpoint storage of restore pods; one appearing, going or changing re-renders the namespace's DCDs (a DCD waiting for it says `CheckpointUnresolved`)",
+    },
     // The checkpoint controller's rows mirror `checkpoint_controller::WATCHES` (a test keeps
     // them equal).
     Trigger {
@@ -461,6 +480,7 @@ pub fn primary_key<K: Resource>(
         Enqueue::Label(label) => object.labels().get(label).map(|v| format!("{ns}/{v}")),
         Enqueue::Owners
         | Enqueue::Namespace
+        | Enqueue::GraphElseNamespace
         | Enqueue::ScalingAdapters
         | Enqueue::WaitingForApi => None,
     }
@@ -603,6 +623,9 @@ pub fn markdown() -> String {
                 "every one of its namespace (none for objects with the graph label)".to_string()
             }
             Enqueue::Label(l) => format!("named by label `{l}`"),
+            Enqueue::GraphElseNamespace => {
+                "named by the graph label, else every one of its namespace".to_string()
+            }
             Enqueue::ScalingAdapters => {
                 "the scaling adapters whose `spec.dgdRef` names its graph (and component)"
                     .to_string()

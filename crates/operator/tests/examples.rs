@@ -2,7 +2,8 @@
 //! test control plane, given what a real cluster provides for it: the InferencePool CRD, DRA
 //! device classes with devices published for every simulated node (the test plays the DRA
 //! drivers' part), the `nvidia` RuntimeClass, GPU nodes labelled as GPU feature discovery labels
-//! them, and a bound volume for every PersistentVolumeClaim a manifest mounts. Manifests written
+//! them, the snapshot agent's DaemonSet in every namespace (checkpoint restores find their
+//! storage from it), and a bound volume for every PersistentVolumeClaim a manifest mounts. Manifests written
 //! as templates get their placeholders filled, as their users would.
 //!
 //! The graphs run on the component pathway (Deployments): Grove, which other tests of the same
@@ -75,6 +76,8 @@ async fn every_upstream_example_reaches_ready() {
             continue;
         }
         let ns = cp.namespace().await;
+        let mut objects = objects;
+        objects.push(snapshot_agent());
         volumes(&cp.client(), ns.name(), &objects).await;
         let objects: Vec<DynamicObject> =
             objects.into_iter().map(|o| o.within(ns.name())).collect();
@@ -136,6 +139,27 @@ fn graph(objects: &[DynamicObject]) -> DynamoGraphDeployment {
         })
         .expect("a DynamoGraphDeployment");
     serde_json::from_value(serde_json::to_value(object).unwrap()).unwrap()
+}
+
+/// The snapshot agent's DaemonSet, as its installation leaves it in a namespace: checkpoint
+/// restores find their storage from its `checkpoints` volume (nothing runs its pods here).
+fn snapshot_agent() -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "snapshot-agent", "labels": {"app.kubernetes.io/component": "snapshot-agent"}},
+        "spec": {
+            "selector": {"matchLabels": {"app": "snapshot-agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "snapshot-agent"}},
+                "spec": {
+                    "containers": [{"name": "agent", "image": "snapshot-agent:test",
+                        "volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints"}]}],
+                    "volumes": [{"name": "checkpoints", "persistentVolumeClaim": {"claimName": "snapshot-checkpoints"}}],
+                },
+            },
+        },
+    }))
+    .unwrap()
 }
 
 /// What the cluster provides for every example: DRA device classes and devices on every

@@ -78,9 +78,10 @@ impl<'a> Pod<'a> {
             backend: self.backend,
             graph_env: &[],
             kv_transfer: None,
-            pull_secrets: &[],
+            pull_secrets: &crate::PullSecrets::default(),
             infrastructure: &infrastructure,
             runtime_version: None,
+            checkpoint: None,
             role: self.role,
             deployer: self.deployer,
         })

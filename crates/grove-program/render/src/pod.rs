@@ -12,6 +12,5 @@
 
 pub use pod_render::{
     Backend, DISABLE_IMAGE_PULL_SECRET_DISCOVERY, Deployer, HTTP_PORT, PodInput, PullSecrets,
-    SYSTEM_PORT,
-    registry_host,
+    SYSTEM_PORT, registry_host,
 };

@@ -141,6 +141,9 @@ fn pod(
         infrastructure: settings.infrastructure,
         runtime_version: api::runtime_version::RuntimeVersion::of_component(component),
         checkpoint: None,
+        // The capture pod is one pod, whatever the component's layout.
+        role: pod_render::Role::Main,
+        deployer: pod_render::Deployer::LeaderWorkerSet,
     })
 }
 
