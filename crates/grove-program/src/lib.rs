@@ -28,6 +28,7 @@ pub mod ready;
 pub mod resolve;
 pub mod restart;
 pub mod rollout;
+pub mod simulate;
 pub mod topology;
 pub mod workload;
 

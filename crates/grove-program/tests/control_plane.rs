@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::grove::{
-    CONDITION_TOPOLOGY_LEVELS_UNAVAILABLE, PodClique, PodCliqueResourceSpec, PodCliqueScalingGroup,
-    PodCliqueScalingGroupSpec, PodCliqueSet, REASON_CLUSTER_TOPOLOGY_NOT_FOUND,
+    CONDITION_TOPOLOGY_LEVELS_UNAVAILABLE, PodClique, PodCliqueSet,
+    REASON_CLUSTER_TOPOLOGY_NOT_FOUND,
 };
 use api::v1beta1::SpecTopologyConstraint;
 use api::{DgdState, DynamoGraphDeployment, labels};
@@ -134,9 +134,7 @@ fn ready(dgd: &DynamoGraphDeployment) -> Option<(String, String)> {
     Some((c.status.clone(), c.reason.clone()))
 }
 
-/// Play Grove for `pcs`: create each component's PodClique / PodCliqueScalingGroup (as Grove
-/// names them) if missing, and write their status with every pod ready; observe the
-/// PodCliqueSet generation.
+/// Play Grove for `pcs` (`grove_program::simulate`), as Grove's own identity.
 async fn play_grove(
     cp: &ControlPlane,
     ns: &TestNamespace,
@@ -144,109 +142,7 @@ async fn play_grove(
     pcs: &PodCliqueSet,
 ) {
     let client = cp.client_as(GROVE, &["system:masters"]);
-    let pcs_name = pcs.name_any();
-    let generation = pcs.metadata.generation.unwrap();
-    let hash = format!("rev-{generation}");
-    let pp = PatchParams::default();
-    let cliques: Api<PodClique> = Api::namespaced(client.clone(), ns.name());
-    let groups: Api<PodCliqueScalingGroup> = Api::namespaced(client.clone(), ns.name());
-    for c in &dgd.spec.components {
-        let name = grove_program::grove_render::names::component_resource_name(&pcs_name, &c.name);
-        let lower = c.name.to_lowercase();
-        let meta = kube::api::ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(
-                [
-                    (
-                        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
-                        dgd.name_any(),
-                    ),
-                    (labels::DYNAMO_COMPONENT.to_string(), c.name.clone()),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        };
-        if c.uses_pcsg() {
-            let config = pcs
-                .spec
-                .template
-                .pod_clique_scaling_groups
-                .iter()
-                .find(|g| g.name == lower)
-                .unwrap();
-            let current = match groups.get_opt(&name).await.unwrap() {
-                Some(g) => g,
-                None => groups
-                    .create(
-                        &PostParams::default(),
-                        &PodCliqueScalingGroup {
-                            metadata: meta,
-                            spec: PodCliqueScalingGroupSpec {
-                                replicas: Some(config.replicas.unwrap_or(1)),
-                                min_available: config.min_available,
-                                clique_names: config.clique_names.clone(),
-                            },
-                            status: None,
-                        },
-                    )
-                    .await
-                    .unwrap(),
-            };
-            let desired = current.spec.replicas.unwrap_or(1);
-            let status = json!({"status": {
-                "observedGeneration": current.metadata.generation,
-                "replicas": desired, "scheduledReplicas": desired,
-                "availableReplicas": desired, "updatedReplicas": desired,
-                "currentPodCliqueSetGenerationHash": hash,
-            }});
-            groups
-                .patch_status(&name, &pp, &Patch::Merge(&status))
-                .await
-                .unwrap();
-        } else {
-            let clique = pcs
-                .spec
-                .template
-                .cliques
-                .iter()
-                .find(|t| t.name == lower)
-                .unwrap();
-            let current = match cliques.get_opt(&name).await.unwrap() {
-                Some(c) => c,
-                None => cliques
-                    .create(
-                        &PostParams::default(),
-                        &PodClique {
-                            metadata: meta,
-                            spec: PodCliqueResourceSpec {
-                                clique: clique.spec.clone(),
-                            },
-                            status: None,
-                        },
-                    )
-                    .await
-                    .unwrap(),
-            };
-            let desired = current.spec.clique.replicas;
-            let status = json!({"status": {
-                "observedGeneration": current.metadata.generation,
-                "replicas": desired, "readyReplicas": desired, "updatedReplicas": desired,
-                "scheduledReplicas": desired, "scheduleGatedReplicas": 0,
-                "currentPodCliqueSetGenerationHash": hash,
-            }});
-            cliques
-                .patch_status(&name, &pp, &Patch::Merge(&status))
-                .await
-                .unwrap();
-        }
-    }
-    let sets: Api<PodCliqueSet> = Api::namespaced(client, ns.name());
-    let status = json!({"status": {
-        "observedGeneration": generation, "replicas": 1, "availableReplicas": 1,
-        "updatedReplicas": 1, "currentGenerationHash": hash,
-    }});
-    sets.patch_status(&pcs_name, &pp, &Patch::Merge(&status))
+    grove_program::simulate::play_grove(&client, ns.name(), dgd, pcs)
         .await
         .unwrap();
 }

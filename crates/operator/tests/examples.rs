@@ -6,9 +6,11 @@
 //! storage from it), and a bound volume for every PersistentVolumeClaim a manifest mounts. Manifests written
 //! as templates get their placeholders filled, as their users would.
 //!
-//! The graphs run on the component pathway (Deployments): Grove, which other tests of the same
-//! control plane may install, has no controller here. Multinode examples need a LeaderWorkerSet or
-//! Grove controller, which the test does not play: they are listed in [`MULTINODE`] and left out.
+//! Single-node graphs run on the component pathway (Deployments). The multinode ones
+//! ([`MULTINODE`]) run twice, once on each pathway: LeaderWorkerSets, with the test playing the
+//! LeaderWorkerSet controller (every group ready), and a Grove PodCliqueSet, with the test playing
+//! Grove (`grove_program::simulate`). Each graph is pinned to its pathway with
+//! `nvidia.com/enable-grove`, since the LeaderWorkerSet and Grove CRDs are both installed.
 
 mod common;
 
@@ -17,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use api::DynamoGraphDeployment;
+use api::grove::PodCliqueSet;
 use api::labels;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ControlPlane;
@@ -45,7 +48,8 @@ const DEVICES_PER_NODE: usize = 16;
 /// The RuntimeClass GPU pods of the examples name.
 const RUNTIME_CLASS: &str = "nvidia";
 
-/// Examples with a multinode component (need a LeaderWorkerSet or Grove controller).
+/// Examples with a multinode component: they run on both pathways, the test playing the
+/// LeaderWorkerSet controller and Grove.
 const MULTINODE: &[&str] = &[
     "examples__backends__sglang__deploy__v1beta1__disagg-multinode.yaml",
     "examples__backends__trtllm__deploy__v1beta1__disagg-multinode.yaml",
@@ -54,14 +58,33 @@ const MULTINODE: &[&str] = &[
 
 const READY_WITHIN: Duration = Duration::from_secs(180);
 
+/// Which pathway an example graph is pinned to (`nvidia.com/enable-grove`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pathway {
+    /// DynamoComponentDeployments: Deployments, LeaderWorkerSets for multinode components.
+    Component,
+    /// One Grove PodCliqueSet.
+    Grove,
+}
+
+/// One example graph in a namespace of its own.
+struct Run {
+    file: String,
+    pathway: Pathway,
+    graph: DynamoGraphDeployment,
+    ns: testkit::TestNamespace,
+}
+
 #[tokio::test]
 async fn every_upstream_example_reaches_ready() {
     let cp = ControlPlane::shared().await;
     assert!(cp.simulates_nodes(), "this test needs simulated nodes");
     cp.install_crds(&api::crds()).await.unwrap();
-    cp.install_crd_files(&testkit::testdata::yaml_files("gaie-crds"))
-        .await
-        .unwrap();
+    for folder in ["gaie-crds", "lws-crds", "grove-crds"] {
+        cp.install_crd_files(&testkit::testdata::yaml_files(folder))
+            .await
+            .unwrap();
+    }
     install(&cp.client(), &deploy("rbac/planner-epp-clusterroles.yaml")).await;
     cluster_fixtures(&cp.client()).await;
     let operator = Operator::spawn(cp, Spawn::default());
@@ -70,34 +93,35 @@ async fn every_upstream_example_reaches_ready() {
     let mut runs = Vec::new();
     for file in testkit::testdata::yaml_files("upstream-examples") {
         let name = file_name(&file);
-        let objects = documents(&file);
-        if graph(&objects).spec.has_multinode_component() {
-            multinode.insert(name);
-            continue;
+        let pathways = if graph(&documents(&file, Pathway::Component))
+            .spec
+            .has_multinode_component()
+        {
+            multinode.insert(name.clone());
+            vec![Pathway::Component, Pathway::Grove]
+        } else {
+            vec![Pathway::Component]
+        };
+        for pathway in pathways {
+            let ns = cp.namespace().await;
+            let mut objects = documents(&file, pathway);
+            objects.push(snapshot_agent());
+            volumes(&cp.client(), ns.name(), &objects).await;
+            let objects: Vec<DynamicObject> =
+                objects.into_iter().map(|o| o.within(ns.name())).collect();
+            install(&cp.client(), &objects).await;
+            runs.push(Run {
+                file: name.clone(),
+                pathway,
+                graph: graph(&objects),
+                ns,
+            });
         }
-        let ns = cp.namespace().await;
-        let mut objects = objects;
-        objects.push(snapshot_agent());
-        volumes(&cp.client(), ns.name(), &objects).await;
-        let objects: Vec<DynamicObject> =
-            objects.into_iter().map(|o| o.within(ns.name())).collect();
-        install(&cp.client(), &objects).await;
-        runs.push((name, graph(&objects).name_any(), ns));
     }
     let expected: BTreeSet<String> = MULTINODE.iter().map(|s| s.to_string()).collect();
-    assert_eq!(multinode, expected, "the multinode examples left out");
+    assert_eq!(multinode, expected, "the multinode examples");
 
-    let waits = runs.iter().map(|(file, graph, ns)| async move {
-        let dgds: Api<DynamoGraphDeployment> = ns.api();
-        wait_ready(&dgds, graph)
-            .await
-            .map_err(|e| format!("{file}: {e}"))
-    });
-    let failed: Vec<String> = futures::future::join_all(waits)
-        .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
+    let failed = wait_ready(cp, &runs).await;
     assert!(
         failed.is_empty(),
         "not Ready within {READY_WITHIN:?}:\n{}\n--- operator log (tail) ---\n{}",
@@ -106,12 +130,91 @@ async fn every_upstream_example_reaches_ready() {
     );
 }
 
+/// Plays the LeaderWorkerSet controller and Grove for `runs` until every graph is Ready or
+/// [`READY_WITHIN`] passed; what is not Ready then, with its conditions.
+async fn wait_ready(cp: &ControlPlane, runs: &[Run]) -> Vec<String> {
+    let lws_controller = cp.client_as("lws-controller", &["system:masters"]);
+    let grove = cp.client_as("grove-operator", &["system:masters"]);
+    let deadline = Instant::now() + READY_WITHIN;
+    loop {
+        let mut waiting = Vec::new();
+        for run in runs {
+            match run.pathway {
+                Pathway::Component => play_leader_worker_sets(&lws_controller, run.ns.name()).await,
+                Pathway::Grove => {
+                    let sets: Api<PodCliqueSet> = run.ns.api();
+                    for pcs in sets.list(&Default::default()).await.unwrap() {
+                        grove_program::simulate::play_grove(
+                            &grove,
+                            run.ns.name(),
+                            &run.graph,
+                            &pcs,
+                        )
+                        .await
+                        .unwrap();
+                    }
+                }
+            }
+            let dgds: Api<DynamoGraphDeployment> = run.ns.api();
+            let conditions = dgds
+                .get_opt(&run.graph.name_any())
+                .await
+                .unwrap()
+                .and_then(|d| d.status)
+                .map(|s| s.conditions)
+                .unwrap_or_default();
+            if !kit::conditions::is_true(&conditions, kit::conditions::READY) {
+                let said: Vec<String> = conditions
+                    .iter()
+                    .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+                    .collect();
+                waiting.push(format!(
+                    "{} ({:?}): {}",
+                    run.file,
+                    run.pathway,
+                    said.join("; ")
+                ));
+            }
+        }
+        if waiting.is_empty() || Instant::now() > deadline {
+            return waiting;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Plays the LeaderWorkerSet controller in `namespace`: every LeaderWorkerSet has all its groups
+/// ready and is Available.
+async fn play_leader_worker_sets(client: &Client, namespace: &str) {
+    let gvk = kube::api::GroupVersionKind::gvk("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet");
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &kube::discovery::ApiResource::from_gvk(&gvk),
+    );
+    for lws in api.list(&Default::default()).await.unwrap() {
+        let replicas = lws.data["spec"]["replicas"].as_i64().unwrap_or(1);
+        if lws.data["status"]["readyReplicas"].as_i64() == Some(replicas) {
+            continue;
+        }
+        let status = json!({"status": {
+            "replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas,
+            "conditions": [{"type": "Available", "status": "True", "reason": "AllGroupsReady",
+                            "message": "All replicas are ready",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        }});
+        api.patch_status(&lws.name_any(), &Default::default(), &Patch::Merge(&status))
+            .await
+            .unwrap();
+    }
+}
+
 fn file_name(path: &Path) -> String {
     path.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-/// The documents of a manifest, placeholders filled; the graph on the component pathway.
-fn documents(path: &PathBuf) -> Vec<DynamicObject> {
+/// The documents of a manifest, placeholders filled; the graph pinned to `pathway`.
+fn documents(path: &PathBuf, pathway: Pathway) -> Vec<DynamicObject> {
     let mut text = std::fs::read_to_string(path).unwrap();
     for (name, value) in TEMPLATE_VALUES {
         text = text.replace(&format!("${{{name}}}"), value);
@@ -119,10 +222,9 @@ fn documents(path: &PathBuf) -> Vec<DynamicObject> {
     serde_yaml::Deserializer::from_str(&text)
         .map(|doc| {
             let mut value: Value = serde::Deserialize::deserialize(doc).unwrap();
-            if value["kind"] == "DynamoGraphDeployment"
-                && value["metadata"]["annotations"][labels::ENABLE_GROVE].is_null()
-            {
-                value["metadata"]["annotations"][labels::ENABLE_GROVE] = json!("false");
+            if value["kind"] == "DynamoGraphDeployment" {
+                let grove = pathway == Pathway::Grove;
+                value["metadata"]["annotations"][labels::ENABLE_GROVE] = json!(grove.to_string());
             }
             serde_json::from_value(value).unwrap()
         })
@@ -274,30 +376,6 @@ fn claim_names(value: &Value, out: &mut BTreeSet<String>) {
         }
         Value::Array(items) => items.iter().for_each(|v| claim_names(v, out)),
         _ => {}
-    }
-}
-
-/// Waits until the graph is Ready; else its conditions.
-async fn wait_ready(dgds: &Api<DynamoGraphDeployment>, name: &str) -> Result<(), String> {
-    let deadline = Instant::now() + READY_WITHIN;
-    loop {
-        let dgd = dgds.get_opt(name).await.map_err(|e| e.to_string())?;
-        let conditions = dgd
-            .as_ref()
-            .and_then(|d| d.status.as_ref())
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
-        if kit::conditions::is_true(&conditions, kit::conditions::READY) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            let said: Vec<String> = conditions
-                .iter()
-                .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
-                .collect();
-            return Err(said.join("; "));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

@@ -210,7 +210,7 @@ fn python_command_injection() {
             2,
             Role::Worker,
             Shell,
-            &["/home/user/.pyenv/shims/python3.9"],
+            &["/home/user/.pyenv/shims/python3.9"], // path inside the container
             &["-m", "dynamo.sglang"],
             &["sh", "-c"],
             &[

@@ -16,7 +16,7 @@ fn python_commands() {
         ("/usr/bin/python2.7", true),
         ("/opt/python/bin/python3.11", true),
         ("/usr/local/bin/python3.12.1", true),
-        ("/home/user/.pyenv/shims/python3.9", true),
+        ("/home/user/.pyenv/shims/python3.9", true), // path inside the container
         ("./python3", true),
         ("../bin/python", true),
         ("bin/python3.10", true),

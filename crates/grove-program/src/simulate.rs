@@ -1,0 +1,122 @@
+//! Playing Grove's controller where it cannot run (tests, `cargo xtask dev`): what Grove does
+//! with a PodCliqueSet this program wrote, reduced to what the program reads back. For each
+//! component, the PodClique or PodCliqueScalingGroup Grove would create (Grove's names, the
+//! graph and component labels), then their status with every pod ready, then the PodCliqueSet's
+//! status observing its generation.
+
+use api::grove::{
+    PodClique, PodCliqueResourceSpec, PodCliqueScalingGroup, PodCliqueScalingGroupSpec,
+    PodCliqueSet,
+};
+use api::{DynamoGraphDeployment, labels};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::grove_render::names::component_resource_name;
+
+/// Plays Grove for `pcs`, the PodCliqueSet of `dgd`, in `namespace`, as `client`: creates each
+/// component's PodClique / PodCliqueScalingGroup if missing and reports them, and the set,
+/// ready at the set's generation.
+pub async fn play_grove(
+    client: &Client,
+    namespace: &str,
+    dgd: &DynamoGraphDeployment,
+    pcs: &PodCliqueSet,
+) -> kube::Result<()> {
+    let pcs_name = pcs.name_any();
+    let generation = pcs.metadata.generation.unwrap_or_default();
+    let hash = format!("rev-{generation}");
+    let pp = PatchParams::default();
+    let cliques: Api<PodClique> = Api::namespaced(client.clone(), namespace);
+    let groups: Api<PodCliqueScalingGroup> = Api::namespaced(client.clone(), namespace);
+    for c in &dgd.spec.components {
+        let name = component_resource_name(&pcs_name, &c.name);
+        let lower = c.name.to_lowercase();
+        let meta = ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some(
+                [
+                    (
+                        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+                        dgd.name_any(),
+                    ),
+                    (labels::DYNAMO_COMPONENT.to_string(), c.name.clone()),
+                ]
+                .into(),
+            ),
+            ..Default::default()
+        };
+        if c.uses_pcsg() {
+            let Some(config) = pcs
+                .spec
+                .template
+                .pod_clique_scaling_groups
+                .iter()
+                .find(|g| g.name == lower)
+            else {
+                continue;
+            };
+            let current = match groups.get_opt(&name).await? {
+                Some(g) => g,
+                None => {
+                    let group = PodCliqueScalingGroup {
+                        metadata: meta,
+                        spec: PodCliqueScalingGroupSpec {
+                            replicas: Some(config.replicas.unwrap_or(1)),
+                            min_available: config.min_available,
+                            clique_names: config.clique_names.clone(),
+                        },
+                        status: None,
+                    };
+                    groups.create(&PostParams::default(), &group).await?
+                }
+            };
+            let desired = current.spec.replicas.unwrap_or(1);
+            let status = json!({"status": {
+                "observedGeneration": current.metadata.generation,
+                "replicas": desired, "scheduledReplicas": desired,
+                "availableReplicas": desired, "updatedReplicas": desired,
+                "currentPodCliqueSetGenerationHash": hash,
+            }});
+            groups
+                .patch_status(&name, &pp, &Patch::Merge(&status))
+                .await?;
+        } else {
+            let Some(clique) = pcs.spec.template.cliques.iter().find(|t| t.name == lower) else {
+                continue;
+            };
+            let current = match cliques.get_opt(&name).await? {
+                Some(c) => c,
+                None => {
+                    let clique = PodClique {
+                        metadata: meta,
+                        spec: PodCliqueResourceSpec {
+                            clique: clique.spec.clone(),
+                        },
+                        status: None,
+                    };
+                    cliques.create(&PostParams::default(), &clique).await?
+                }
+            };
+            let desired = current.spec.clique.replicas;
+            let status = json!({"status": {
+                "observedGeneration": current.metadata.generation,
+                "replicas": desired, "readyReplicas": desired, "updatedReplicas": desired,
+                "scheduledReplicas": desired, "scheduleGatedReplicas": 0,
+                "currentPodCliqueSetGenerationHash": hash,
+            }});
+            cliques
+                .patch_status(&name, &pp, &Patch::Merge(&status))
+                .await?;
+        }
+    }
+    let sets: Api<PodCliqueSet> = Api::namespaced(client.clone(), namespace);
+    let status = json!({"status": {
+        "observedGeneration": generation, "replicas": 1, "availableReplicas": 1,
+        "updatedReplicas": 1, "currentGenerationHash": hash,
+    }});
+    sets.patch_status(&pcs_name, &pp, &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
