@@ -28,6 +28,9 @@ pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
 pub const DYNAMO_GRAPH_DEPLOYMENT_NAME: &str = "nvidia.com/dynamo-graph-deployment-name";
 /// Label: component name.
 pub const DYNAMO_COMPONENT: &str = "nvidia.com/dynamo-component";
+/// Label (controller, Grove cliques): the `spec.experimental.componentGroups` entry the
+/// component belongs to (its name as written).
+pub const DYNAMO_COMPONENT_GROUP: &str = "nvidia.com/dynamo-component-group";
 /// Label: component type (frontend, worker, prefill, decode, planner, epp).
 pub const DYNAMO_COMPONENT_TYPE: &str = "nvidia.com/dynamo-component-type";
 /// Label: v1alpha1 sub-component type (prefill, decode); see

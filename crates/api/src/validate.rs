@@ -117,7 +117,8 @@ pub enum Rule {
     TopologyInheritance,
     /// restart.strategy.order lists the components exactly once (sequential only).
     RestartOrder,
-    /// Component groups reference existing components, each at most once.
+    /// Component groups: names unique and distinct from component names, replicas at least 1,
+    /// members existing single-node components, each in one group (upstream's admission rules).
     ComponentGroupMembers,
     /// Exactly one of job and capture.
     CheckpointJob,
@@ -393,17 +394,6 @@ fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut
     }
 
     grove_only_graph(spec, ctx, v);
-    if spec
-        .experimental
-        .as_ref()
-        .is_some_and(|e| !e.component_groups.is_empty())
-    {
-        v.at(&[Seg::Key("experimental"), Seg::Key("componentGroups")])
-            .push(
-                Rule::Unsupported,
-                format!("{UNSUPPORTED} (component groups are not rendered)"),
-            );
-    }
 
     if let Some(strategy) = spec.restart.as_ref().and_then(|r| r.strategy.as_ref()) {
         let order_path = [Seg::Key("restart"), Seg::Key("strategy"), Seg::Key("order")];
@@ -444,32 +434,105 @@ fn graph_spec(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v: &mut
         }
     }
 
-    if let Some(experimental) = &spec.experimental {
-        let mut member_of: BTreeMap<&str, &str> = BTreeMap::new();
-        for (g, group) in experimental.component_groups.iter().enumerate() {
-            for (k, member) in group.components.iter().enumerate() {
-                let path = [
+    component_groups(spec, v);
+}
+
+/// `spec.experimental.componentGroups` (upstream's admission rules): group names unique
+/// (case-insensitively) and distinct from component names; members existing components, each
+/// in one group, single-node, not scaled to zero, without their own topology constraint or
+/// scaling adapter, and without a provider override when they would render a scaling group of
+/// their own. A group's `scalingAdapter` is refused: no adapter is created for a group.
+fn component_groups(spec: &DynamoGraphDeploymentSpec, v: &mut Collector) {
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    let mut member_of: BTreeMap<&str, &str> = BTreeMap::new();
+    for (g, group) in spec.component_groups().iter().enumerate() {
+        let at = |rest: &[Seg]| {
+            [
+                &[
                     Seg::Key("experimental"),
                     Seg::Key("componentGroups"),
                     Seg::Index(g),
-                    Seg::Key("components"),
-                    Seg::Index(k),
-                    Seg::Key("name"),
-                ];
-                if spec.component(&member.name).is_none() {
-                    v.at(&path).push(
-                        Rule::ComponentGroupMembers,
-                        format!("unknown component {}", member.name),
-                    );
-                } else if let Some(other) = member_of.insert(&member.name, &group.name) {
-                    v.at(&path).push(
-                        Rule::ComponentGroupMembers,
-                        format!("component {} is already in group {other}", member.name),
-                    );
-                }
+                ][..],
+                rest,
+            ]
+            .concat()
+        };
+        let name = at(&[Seg::Key("name")]);
+        if let Some(first) = names.insert(group.name.to_ascii_lowercase(), g) {
+            v.at(&name).push(
+                Rule::ComponentGroupMembers,
+                format!("duplicates componentGroups[{first}].name, case-insensitively"),
+            );
+        }
+        if spec
+            .components
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(&group.name))
+        {
+            v.at(&name).push(
+                Rule::ComponentGroupMembers,
+                "must not shadow a component name",
+            );
+        }
+        if group.replicas < 1 {
+            v.at(&at(&[Seg::Key("replicas")]))
+                .push(Rule::ComponentGroupMembers, "must be at least 1");
+        }
+        if group.scaling_adapter.is_some() {
+            v.at(&at(&[Seg::Key("scalingAdapter")])).push(
+                Rule::Unsupported,
+                format!("{UNSUPPORTED} (no scaling adapter is created for a component group)"),
+            );
+        }
+        if group.components.is_empty() {
+            v.at(&at(&[Seg::Key("components")])).push(
+                Rule::ComponentGroupMembers,
+                "must contain at least one component",
+            );
+        }
+        for (k, member) in group.components.iter().enumerate() {
+            let path = at(&[Seg::Key("components"), Seg::Index(k), Seg::Key("name")]);
+            let Some(c) = spec.component(&member.name) else {
+                v.at(&path).push(
+                    Rule::ComponentGroupMembers,
+                    format!("unknown component {}", member.name),
+                );
+                continue;
+            };
+            if let Some(other) = member_of.insert(&member.name, &group.name) {
+                v.at(&path).push(
+                    Rule::ComponentGroupMembers,
+                    format!("is already a member of component group {other}"),
+                );
+            }
+            for problem in group_member_problems(c) {
+                v.at(&path).push(Rule::ComponentGroupMembers, problem);
             }
         }
     }
+}
+
+/// Why component `c` cannot be a member of a component group (upstream's messages).
+fn group_member_problems(c: &DynamoComponentDeploymentSharedSpec) -> Vec<&'static str> {
+    let mut problems = Vec::new();
+    if c.is_multinode() {
+        problems.push("component groups do not support multinode components");
+    }
+    if c.replicas == Some(0) {
+        problems.push("component groups do not support members with replicas set to 0");
+    }
+    if c.topology_constraint.is_some() {
+        problems.push("component groups do not support component-level topology constraints");
+    }
+    if c.scaling_adapter.is_some() {
+        problems.push(
+            "component groups scale their members together; a member cannot have its own scalingAdapter",
+        );
+    }
+    if c.uses_pcsg() && c.provider_override.is_some() {
+        problems.push("component groups do not support providerOverride on PCSG-backed components");
+    }
+    problems
 }
 
 /// `framework`: the graph's (or the DCD's) `backendFramework`; with `graph` unknown, a backend
@@ -754,7 +817,7 @@ fn grove_only_graph(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v
         .experimental
         .as_ref()
         .is_some_and(|e| e.kv_transfer_policy.is_some());
-    let fields: [(&[Seg], bool); 4] = [
+    let fields: [(&[Seg], bool); 5] = [
         (
             &[Seg::Key("providerOverride")],
             spec.provider_override.is_some(),
@@ -770,6 +833,10 @@ fn grove_only_graph(spec: &DynamoGraphDeploymentSpec, ctx: &ValidationContext, v
         (
             &[Seg::Key("experimental"), Seg::Key("kvTransferPolicy")],
             kv_transfer,
+        ),
+        (
+            &[Seg::Key("experimental"), Seg::Key("componentGroups")],
+            !spec.component_groups().is_empty(),
         ),
     ];
     for (path, set) in fields {
@@ -1307,7 +1374,7 @@ mod tests {
                 ..Default::default()
             })
             .to_vec();
-        let mut g = dgd(vec![w]);
+        let mut g = dgd(vec![w, component("frontend", ComponentType::Frontend)]);
         g.spec.priority_class_name = Some("high".into());
         g.spec.provider_override = Some(grove_override("PodCliqueSet"));
         g.spec.topology_constraint = Some(SpecTopologyConstraint {
@@ -1320,7 +1387,14 @@ mod tests {
                 domain: "zone".into(),
                 ..Default::default()
             }),
-            component_groups: Vec::new(),
+            component_groups: vec![crate::v1beta1::ComponentGroupSpec {
+                name: "runtime".into(),
+                replicas: 2,
+                scaling_adapter: None,
+                components: vec![crate::common::ComponentGroupComponentSpec {
+                    name: "frontend".into(),
+                }],
+            }],
         });
         assert_eq!(validate(&g), Ok(()), "no provider recorded yet");
         let grove = ValidationContext {
@@ -1347,6 +1421,7 @@ mod tests {
             "spec.priorityClassName".into(),
             "spec.topologyConstraint".into(),
             "spec.experimental.kvTransferPolicy".into(),
+            "spec.experimental.componentGroups".into(),
         ]
         .into_iter()
         .map(|f| (f, Rule::GroveOnly, GROVE_ONLY))
@@ -1487,7 +1562,7 @@ mod tests {
             component_groups: vec![ComponentGroupSpec {
                 name: "group".into(),
                 replicas: 1,
-                scaling_adapter: None,
+                scaling_adapter: Some(Default::default()),
                 components: vec![crate::common::ComponentGroupComponentSpec {
                     name: "worker".into(),
                 }],
@@ -1514,7 +1589,10 @@ mod tests {
                         "spec.components[0].experimental.checkpoint.job.gmsClientContainers",
                         Rule::Unsupported
                     ),
-                    ("spec.experimental.componentGroups", Rule::Unsupported),
+                    (
+                        "spec.experimental.componentGroups[0].scalingAdapter",
+                        Rule::Unsupported
+                    ),
                 ],
                 "{provider:?}"
             );
@@ -1525,6 +1603,191 @@ mod tests {
             {
                 assert!(v.message.starts_with(UNSUPPORTED), "{v}");
             }
+        }
+    }
+
+    /// `spec.experimental.componentGroups`, upstream's admission rules (`validateDynamoGraph
+    /// DeploymentExperimentalSpec`, `validateComponentGroupSpec`,
+    /// `validateComponentGroupComponentSpec`): every violation names the group's or the
+    /// member's field.
+    #[test]
+    fn component_group_rules_follow_upstream() {
+        use crate::common::{ComponentGroupComponentSpec, MultinodeSpec};
+        use crate::v1beta1::{
+            ComponentGroupSpec, DynamoGraphDeploymentExperimentalSpec, TopologyConstraint,
+        };
+        let group = |name: &str, members: &[&str]| ComponentGroupSpec {
+            name: name.into(),
+            replicas: 2,
+            scaling_adapter: None,
+            components: members
+                .iter()
+                .map(|m| ComponentGroupComponentSpec {
+                    name: m.to_string(),
+                })
+                .collect(),
+        };
+        let member = |edit: fn(&mut DynamoComponentDeploymentSharedSpec)| {
+            let mut w = component("worker", ComponentType::Worker);
+            edit(&mut w);
+            w
+        };
+        let m = "spec.experimental.componentGroups[0].components[0].name";
+        type Row = (
+            &'static str,
+            DynamoComponentDeploymentSharedSpec,
+            Vec<ComponentGroupSpec>,
+            Vec<(&'static str, &'static str)>,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "a single-node worker and the frontend scale together",
+                member(|_| {}),
+                vec![group("runtime", &["Frontend", "worker"])],
+                vec![],
+            ),
+            (
+                "an unknown member",
+                member(|_| {}),
+                vec![group("runtime", &["prefill"])],
+                vec![(m, "unknown component prefill")],
+            ),
+            (
+                "a member in two groups",
+                member(|_| {}),
+                vec![group("a", &["worker"]), group("b", &["worker"])],
+                vec![(
+                    "spec.experimental.componentGroups[1].components[0].name",
+                    "is already a member of component group a",
+                )],
+            ),
+            (
+                "group names are unique case-insensitively",
+                member(|_| {}),
+                vec![
+                    group("Runtime", &["worker"]),
+                    group("runtime", &["Frontend"]),
+                ],
+                vec![(
+                    "spec.experimental.componentGroups[1].name",
+                    "duplicates componentGroups[0].name, case-insensitively",
+                )],
+            ),
+            (
+                "a group name must not shadow a component name",
+                member(|_| {}),
+                vec![group("WORKER", &["worker"])],
+                vec![(
+                    "spec.experimental.componentGroups[0].name",
+                    "must not shadow a component name",
+                )],
+            ),
+            (
+                "a group without members",
+                member(|_| {}),
+                vec![group("runtime", &[])],
+                vec![(
+                    "spec.experimental.componentGroups[0].components",
+                    "must contain at least one component",
+                )],
+            ),
+            (
+                "a multinode member",
+                member(|w| w.multinode = Some(MultinodeSpec { node_count: 2 })),
+                vec![group("runtime", &["worker"])],
+                vec![(m, "component groups do not support multinode components")],
+            ),
+            (
+                "a member at zero replicas",
+                member(|w| w.replicas = Some(0)),
+                vec![group("runtime", &["worker"])],
+                vec![(
+                    m,
+                    "component groups do not support members with replicas set to 0",
+                )],
+            ),
+            (
+                "a member with its own topology constraint",
+                member(|w| {
+                    w.topology_constraint = Some(TopologyConstraint {
+                        pack_domain: "rack".into(),
+                    })
+                }),
+                vec![group("runtime", &["worker"])],
+                vec![(
+                    m,
+                    "component groups do not support component-level topology constraints",
+                )],
+            ),
+            (
+                "a member with its own scaling adapter",
+                member(|w| w.scaling_adapter = Some(Default::default())),
+                vec![group("runtime", &["worker"])],
+                vec![(
+                    m,
+                    "component groups scale their members together; a member cannot have its own scalingAdapter",
+                )],
+            ),
+            (
+                "a forced scaling-group member with a provider override",
+                member(|w| {
+                    w.experimental = Some(crate::v1beta1::ExperimentalSpec {
+                        grove: Some(crate::v1beta1::GroveSpec {
+                            force_scaling_group: Some(true),
+                        }),
+                        ..Default::default()
+                    });
+                    w.provider_override = Some(crate::v1beta1::ProviderOverride {
+                        api_version: "grove.io/v1alpha1".into(),
+                        target: None,
+                        value: serde_json::json!({"topologyConstraint": null}),
+                    });
+                }),
+                vec![group("runtime", &["worker"])],
+                vec![(
+                    m,
+                    "component groups do not support providerOverride on PCSG-backed components",
+                )],
+            ),
+            (
+                "group replicas below one",
+                member(|_| {}),
+                vec![ComponentGroupSpec {
+                    replicas: 0,
+                    ..group("runtime", &["worker"])
+                }],
+                vec![(
+                    "spec.experimental.componentGroups[0].replicas",
+                    "must be at least 1",
+                )],
+            ),
+        ];
+        let grove = ValidationContext {
+            provider: Some(Provider::Grove),
+        };
+        for (name, worker, groups, want) in rows {
+            let mut g = dgd(vec![component("Frontend", ComponentType::Frontend), worker]);
+            g.spec.experimental = Some(DynamoGraphDeploymentExperimentalSpec {
+                kv_transfer_policy: None,
+                component_groups: groups,
+            });
+            let result = validate_with(&g, &grove);
+            if want.is_empty() {
+                assert_eq!(result, Ok(()), "{name}");
+            }
+            let got: Vec<(String, Rule, String)> = result
+                .err()
+                .map(|e| e.violations)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|v| v.rule == Rule::ComponentGroupMembers)
+                .map(|v| (v.field, v.rule, v.message))
+                .collect();
+            let want: Vec<(String, Rule, String)> = want
+                .into_iter()
+                .map(|(f, msg)| (f.to_string(), Rule::ComponentGroupMembers, msg.to_string()))
+                .collect();
+            assert_eq!(got, want, "{name}");
         }
     }
 

@@ -187,17 +187,18 @@ const FIELDS: &[(&str, Effect)] = &[
     ),
     (
         "spec.experimental.componentGroups[].name",
-        Refused(
-            Rule::Unsupported,
-            &["api::unsupported_fields_are_refused_on_every_pathway"],
-        ),
+        GroveOnly(&[
+            "grove-render::component_groups_render_one_scaling_group",
+            "grove-render::the_child_of_a_component_follows_its_group",
+            "api::component_group_rules_follow_upstream",
+        ]),
     ),
     (
         "spec.experimental.componentGroups[].replicas",
-        Refused(
-            Rule::Unsupported,
-            &["api::unsupported_fields_are_refused_on_every_pathway"],
-        ),
+        GroveOnly(&[
+            "grove-render::component_groups_render_one_scaling_group",
+            "grove-program::a_component_group_scales_and_reports_through_its_scaling_group",
+        ]),
     ),
     (
         "spec.experimental.componentGroups[].scalingAdapter",
@@ -208,10 +209,10 @@ const FIELDS: &[(&str, Effect)] = &[
     ),
     (
         "spec.experimental.componentGroups[].components[].name",
-        Refused(
-            Rule::Unsupported,
-            &["api::unsupported_fields_are_refused_on_every_pathway"],
-        ),
+        GroveOnly(&[
+            "grove-render::component_groups_render_one_scaling_group",
+            "api::component_group_rules_follow_upstream",
+        ]),
     ),
     // --- components ---
     (

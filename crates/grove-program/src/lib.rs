@@ -131,7 +131,7 @@ impl GroveProgram {
         &self,
         dgd: &DynamoGraphDeployment,
     ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
-        let pcs = pcs_name(&dgd.name_any(), &dgd.spec.components);
+        let pcs = pcs_name(&dgd.name_any(), &dgd.spec);
         match self.steps(dgd, &pcs).await {
             Ok(mut out) => {
                 self.topology.reconcile(dgd, &pcs, &mut out).await;

@@ -1,6 +1,9 @@
 //! Readiness of a graph's Grove children (upstream's `EvaluateGroveReadiness`), a pure function
 //! of what was read: the PodCliqueSet and, per component, its PodClique (single-node) or
-//! PodCliqueScalingGroup (scaling-group components), named `<pcs>-0-<component>`.
+//! PodCliqueScalingGroup (scaling-group components), named `<pcs>-0-<component>`; the members
+//! of a component group (`spec.experimental.componentGroups`) each report the group's
+//! PodCliqueScalingGroup `<pcs>-0-<group>` (its status is every member's status entry, and a
+//! not-ready group names each member in the message).
 //!
 //! Per child, in order:
 //! | observed | ready | classification | reason |

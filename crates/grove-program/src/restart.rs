@@ -17,7 +17,7 @@ use api::labels;
 use api::{DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
 use grove_render::RestartStamps;
 use grove_render::compat::clique_of;
-use grove_render::names::component_resource_name;
+use grove_render::names::component_child;
 use kit::{Reader, ReaderExt};
 use kube::ResourceExt;
 use reconcilers::restart::{next_status, stamps};
@@ -135,8 +135,9 @@ impl GroveRestart {
             return Ok(false);
         }
         let ns = dgd.namespace();
-        let name = component_resource_name(pcs_name, &component.name);
-        let ready = if component.uses_pcsg() {
+        let child = component_child(pcs_name, &dgd.spec, component);
+        let name = child.name;
+        let ready = if child.scaling_group {
             let g: Option<PodCliqueScalingGroup> = self
                 .reader
                 .get(ns.as_deref(), &name)

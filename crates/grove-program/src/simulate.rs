@@ -1,8 +1,9 @@
 //! Playing Grove's controller where it cannot run (tests, `cargo xtask dev`): what Grove does
 //! with a PodCliqueSet this program wrote, reduced to what the program reads back. For each
 //! component, the PodClique or PodCliqueScalingGroup Grove would create (Grove's names, the
-//! graph and component labels), then their status with every pod ready, then the PodCliqueSet's
-//! status observing its generation.
+//! graph and component labels; one PodCliqueScalingGroup per component group, labelled with the
+//! group), then their status with every pod ready, then the PodCliqueSet's status observing its
+//! generation.
 
 use api::grove::{
     PodClique, PodCliqueResourceSpec, PodCliqueScalingGroup, PodCliqueScalingGroupSpec,
@@ -13,7 +14,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::grove_render::names::component_resource_name;
+use crate::grove_render::names::component_child;
 
 /// Plays Grove for `pcs`, the PodCliqueSet of `dgd`, in `namespace`, as `client`: creates each
 /// component's PodClique / PodCliqueScalingGroup if missing and reports them, and the set,
@@ -30,9 +31,18 @@ pub async fn play_grove(
     let pp = PatchParams::default();
     let cliques: Api<PodClique> = Api::namespaced(client.clone(), namespace);
     let groups: Api<PodCliqueScalingGroup> = Api::namespaced(client.clone(), namespace);
+    let mut played = std::collections::BTreeSet::new();
     for c in &dgd.spec.components {
-        let name = component_resource_name(&pcs_name, &c.name);
-        let lower = c.name.to_lowercase();
+        let child = component_child(&pcs_name, &dgd.spec, c);
+        if !played.insert(child.name.clone()) {
+            continue;
+        }
+        let name = child.name;
+        let lower = child.template;
+        let owner = match dgd.spec.component_group(&c.name) {
+            Some(group) => (labels::DYNAMO_COMPONENT_GROUP, group.name.clone()),
+            None => (labels::DYNAMO_COMPONENT, c.name.clone()),
+        };
         let meta = ObjectMeta {
             name: Some(name.clone()),
             labels: Some(
@@ -41,13 +51,13 @@ pub async fn play_grove(
                         labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
                         dgd.name_any(),
                     ),
-                    (labels::DYNAMO_COMPONENT.to_string(), c.name.clone()),
+                    (owner.0.to_string(), owner.1),
                 ]
                 .into(),
             ),
             ..Default::default()
         };
-        if c.uses_pcsg() {
+        if child.scaling_group {
             let Some(config) = pcs
                 .spec
                 .template

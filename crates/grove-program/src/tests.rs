@@ -270,14 +270,12 @@ async fn an_apply_failure_is_the_workload_reason_and_retries() {
 async fn an_unrenderable_graph_touches_no_workload_and_waits_for_a_change() {
     let d = Double::new();
     let mut g = graph();
-    g.spec.experimental = Some(DynamoGraphDeploymentExperimentalSpec {
-        kv_transfer_policy: None,
-        component_groups: vec![ComponentGroupSpec {
-            name: "grp".into(),
-            replicas: 1,
-            scaling_adapter: None,
-            components: vec![],
-        }],
+    g.spec.components[1].experimental = Some(api::v1beta1::ExperimentalSpec {
+        gpu_memory_service: Some(api::v1beta1::GpuMemoryServiceSpec {
+            mode: Some(api::v1beta1::GpuMemoryServiceMode::InterPod),
+            ..Default::default()
+        }),
+        ..Default::default()
     });
     d.insert(g);
     let err = pass(&d, &program(&d)).await.unwrap_err();
@@ -285,7 +283,7 @@ async fn an_unrenderable_graph_touches_no_workload_and_waits_for_a_change() {
     let (_, reason, message) = ready(&d);
     assert_eq!(reason, REASON_WORKLOADS_FAILED);
     assert!(
-        message.contains("componentGroups is not supported"),
+        message.contains("mode InterPod is not supported on the grove pathway"),
         "{message}"
     );
     assert_eq!(
@@ -501,6 +499,127 @@ async fn replicas_change_through_the_scale_subresource_once_the_child_exists() {
     d.clear_writes();
     pass(&d, &p).await.unwrap();
     assert!(d.writes().is_empty(), "{:?}", d.writes());
+}
+
+/// The graph's frontend and worker in component group `Runtime`, 2 replicas.
+fn grouped(g: &mut api::DynamoGraphDeployment, replicas: i32) {
+    g.spec.experimental = Some(DynamoGraphDeploymentExperimentalSpec {
+        kv_transfer_policy: None,
+        component_groups: vec![ComponentGroupSpec {
+            name: "Runtime".into(),
+            replicas,
+            scaling_adapter: None,
+            components: ["Frontend", "VllmDecodeWorker"]
+                .map(|name| api::common::ComponentGroupComponentSpec { name: name.into() })
+                .to_vec(),
+        }],
+    });
+}
+
+/// A component group (upstream's Grove scaler, `TestGroveScalerReconcileTargetsSharedComponent
+/// Group`, and `EvaluateGroveReadiness`): its PodCliqueScalingGroup `<pcs>-0-<group>` is scaled
+/// to the group's `replicas` through `/scale`, a member's own count and a PodClique of the
+/// member's name are left alone, and every member reports the group's readiness.
+#[tokio::test]
+async fn a_component_group_scales_and_reports_through_its_scaling_group() {
+    let d = Double::new();
+    let mut g = graph();
+    grouped(&mut g, 2);
+    d.insert(g);
+    let p = program(&d);
+    pass(&d, &p).await.unwrap();
+    let set = pcs(&d);
+    let group = &set.spec.template.pod_clique_scaling_groups[0];
+    assert_eq!(
+        (
+            group.name.as_str(),
+            group.replicas,
+            group.clique_names.clone()
+        ),
+        (
+            "runtime",
+            Some(2),
+            vec!["frontend".to_string(), "vllmdecodeworker".to_string()]
+        )
+    );
+
+    grove(&d, Some(1));
+    pass(&d, &p).await.unwrap();
+    let (s, reason, message) = ready(&d);
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "pods_not_ready"));
+    assert_eq!(
+        message,
+        "Resources not ready: g: Frontend: scheduled but available=1/2; VllmDecodeWorker: scheduled but available=1/2"
+    );
+    for c in ["Frontend", "VllmDecodeWorker"] {
+        let st = &status(&d).components[c];
+        assert_eq!(st.component_kind, api::ComponentKind::PodCliqueScalingGroup);
+        assert_eq!(st.component_names, ["g-0-runtime"]);
+        assert_eq!(st.available_replicas, Some(1));
+    }
+    grove(&d, None);
+    pass(&d, &p).await.unwrap();
+    assert_eq!(ready(&d).1, "all_resources_are_ready");
+
+    // A PodClique of a member's name (as an ungrouped graph would have) stays as it is.
+    let legacy = PodClique {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("g-0-vllmdecodeworker".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    d.insert(legacy);
+    let scales = |d: &Double| -> Vec<(String, String)> {
+        d.writes()
+            .into_iter()
+            .filter(|w| w.verb == Verb::Scale)
+            .map(|w| (w.kind, w.name))
+            .collect()
+    };
+    edit(&d, |g| grouped(g, 3));
+    d.clear_writes();
+    d.clear_events();
+    pass(&d, &p).await.unwrap();
+    assert_eq!(
+        scales(&d),
+        [(
+            "PodCliqueScalingGroup".to_string(),
+            "g-0-runtime".to_string()
+        )]
+    );
+    let runtime: api::grove::PodCliqueScalingGroup = d.object(Some(NS), "g-0-runtime").unwrap();
+    assert_eq!(runtime.spec.replicas, Some(3));
+    assert!(d.event_reasons().contains(&EVENT_SCALED.to_string()));
+    assert_eq!(
+        pcs(&d).spec.template.pod_clique_scaling_groups[0].replicas,
+        Some(2),
+        "the template keeps its count"
+    );
+    grove(&d, None);
+    pass(&d, &p).await.unwrap();
+    assert_eq!(ready(&d).0, "True");
+
+    // A member's replicas are its clique's pods per group replica: rendered into the template,
+    // never scaled, and the PodClique of its name is left alone.
+    edit(&d, |g| g.spec.components[1].replicas = Some(5));
+    d.clear_writes();
+    pass(&d, &p).await.unwrap();
+    pass(&d, &p).await.unwrap();
+    assert_eq!(scales(&d), []);
+    let set = pcs(&d);
+    let worker = set
+        .spec
+        .template
+        .cliques
+        .iter()
+        .find(|c| c.name == "vllmdecodeworker")
+        .unwrap();
+    assert_eq!(worker.spec.replicas, 5);
+    assert_eq!(worker.labels[labels::DYNAMO_COMPONENT_GROUP], "Runtime");
+    let legacy: PodClique = d.object(Some(NS), "g-0-vllmdecodeworker").unwrap();
+    assert_eq!(legacy.spec.clique.replicas, 0);
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use api::grove::{
 use api::labels;
 use api::v1beta1::{ComponentType, DynamoComponentDeploymentSharedSpec};
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentSpec};
-use grove_render::names::{component_resource_name, pcs_name};
+use grove_render::names::{component_child, pcs_name};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::testing::Double;
@@ -77,7 +77,7 @@ pub fn stored(d: &Double) -> DynamoGraphDeployment {
 /// The PodCliqueSet as stored.
 pub fn pcs(d: &Double) -> PodCliqueSet {
     let g = stored(d);
-    d.object(Some(NS), &pcs_name(NAME, &g.spec.components))
+    d.object(Some(NS), &pcs_name(NAME, &g.spec))
         .expect("the PodCliqueSet")
 }
 
@@ -93,9 +93,18 @@ pub fn grove(d: &Double, ready: Option<i32>) {
     status.current_generation_hash = Some(hash.clone());
     let set = d.insert(set);
     let pcs_name = set.metadata.name.clone().unwrap();
+    let mut played = std::collections::BTreeSet::new();
     for c in &g.spec.components {
-        let name = component_resource_name(&pcs_name, &c.name);
-        let lower = c.name.to_lowercase();
+        let child = component_child(&pcs_name, &g.spec, c);
+        if !played.insert(child.name.clone()) {
+            continue;
+        }
+        let name = child.name;
+        let lower = child.template;
+        let owner = match g.spec.component_group(&c.name) {
+            Some(group) => (labels::DYNAMO_COMPONENT_GROUP, group.name.clone()),
+            None => (labels::DYNAMO_COMPONENT, c.name.clone()),
+        };
         let meta = ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(NS.into()),
@@ -104,12 +113,12 @@ pub fn grove(d: &Double, ready: Option<i32>) {
                     labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
                     NAME.to_string(),
                 ),
-                (labels::DYNAMO_COMPONENT.to_string(), c.name.clone()),
+                (owner.0.to_string(), owner.1),
             ])),
             generation: Some(1),
             ..Default::default()
         };
-        if c.uses_pcsg() {
+        if child.scaling_group {
             let existing: Option<PodCliqueScalingGroup> = d.object(Some(NS), &name);
             let group = set
                 .spec

@@ -13,14 +13,17 @@
 //!   never through the PodCliqueSet template (rendering keeps the template's counts). A
 //!   component is scaled when it sets `replicas` and has no `scalingAdapter` (an adapter's
 //!   controller owns that count), or waits for its checkpoint (then 0), and its
-//!   child's `spec.replicas` differs; skipped, as upstream, in the pass that wrote the
+//!   child's `spec.replicas` differs; a component group's PodCliqueScalingGroup is scaled to the
+//!   group's `replicas` instead of its members' (upstream's Grove scaler, which leaves the
+//!   members alone); skipped, as upstream, in the pass that wrote the
 //!   PodCliqueSet (Grove has not synced its children yet). A child that does not exist yet is
 //!   waited for, not an error: its readiness says `resource not found`, and the step asks to
 //!   be requeued after [`WAIT_FOR_CHILDREN`]. Event `Scaled` per scale write that changed.
 //! - **Services.** The component Services ([`grove_render::services`]) are applied the same
 //!   way (`ServiceCreated` / `ServiceUpdated`); component Services this graph controls that are
 //!   no longer wanted are deleted (`ServiceDeleted`). They do not count for readiness.
-//! - **Observe.** Each component's child is read and evaluated ([`crate::readiness`]).
+//! - **Observe.** Each component's child is read once and evaluated ([`crate::readiness`]);
+//!   the members of a component group all report their group's PodCliqueScalingGroup.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use std::time::Duration;
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use api::labels;
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
-use grove_render::names::{component_resource_name, pcs_name};
+use grove_render::names::{ComponentChild, component_child, pcs_name};
 use grove_render::{Inputs, RenderError, RestartStamps, Settings, Workers};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -171,11 +174,31 @@ pub struct PodCliqueSetWorkload {
     settings: Settings,
 }
 
-/// A component's Grove child: its kind and name.
+/// A component's Grove child and who sets its replicas.
 struct Target<'a> {
     component: &'a api::DynamoComponentDeploymentSharedSpec,
-    name: String,
-    group: bool,
+    child: ComponentChild,
+    /// The component group whose scaling group carries the component.
+    group: Option<&'a api::v1beta1::ComponentGroupSpec>,
+}
+
+impl Target<'_> {
+    /// The replicas this step gives the child: a group's `replicas`; a component's `replicas`
+    /// unless a scaling adapter owns them; zero while the component waits for its checkpoint.
+    fn desired(&self, waiting: &std::collections::BTreeSet<String>) -> Option<i32> {
+        if let Some(group) = self.group {
+            return Some(group.replicas);
+        }
+        let component = self.component;
+        if waiting.contains(&component.name) {
+            return Some(0);
+        }
+        // A scaling adapter owns the count (its controller scales the child).
+        if component.scaling_adapter.is_some() {
+            return None;
+        }
+        component.replicas
+    }
 }
 
 impl PodCliqueSetWorkload {
@@ -206,7 +229,7 @@ impl PodCliqueSetWorkload {
         checkpoints: &CheckpointInfos,
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
     ) -> Result<Report, Error> {
-        let name = pcs_name(&dgd.name_any(), &dgd.spec.components);
+        let name = pcs_name(&dgd.name_any(), &dgd.spec);
         let resolved = self.resolver.resolve(dgd, &name, checkpoints).await?;
         let mut desired = grove_render::render(&Inputs {
             dgd,
@@ -229,14 +252,16 @@ impl PodCliqueSetWorkload {
             .iter()
             .map(|c| Target {
                 component: c,
-                name: component_resource_name(&name, &c.name),
-                group: c.uses_pcsg(),
+                child: component_child(&name, &dgd.spec, c),
+                group: dgd.spec.component_group(&c.name),
             })
             .collect();
         let mut children = BTreeMap::new();
         for target in &targets {
-            let child = self.child(dgd, target).await?;
-            children.insert(target.component.name.clone(), child);
+            if !children.contains_key(&target.child.name) {
+                let child = self.child(dgd, &target.child).await?;
+                children.insert(target.child.name.clone(), child);
+            }
         }
         if !written {
             self.scale(
@@ -251,8 +276,11 @@ impl PodCliqueSetWorkload {
         let evaluated: BTreeMap<String, ComponentReadiness> = targets
             .iter()
             .filter_map(|t| {
-                let child = children.get(&t.component.name)?;
-                Some((t.component.name.clone(), readiness::child(&t.name, child)))
+                let child = children.get(&t.child.name)?;
+                Some((
+                    t.component.name.clone(),
+                    readiness::child(&t.child.name, child),
+                ))
             })
             .collect();
         Ok(Report {
@@ -415,10 +443,10 @@ impl PodCliqueSetWorkload {
     async fn child(
         &self,
         dgd: &DynamoGraphDeployment,
-        target: &Target<'_>,
+        target: &ComponentChild,
     ) -> Result<Child, Error> {
         let ns = dgd.namespace();
-        if target.group {
+        if target.scaling_group {
             let g: Option<PodCliqueScalingGroup> = self
                 .reader
                 .get(ns.as_deref(), &target.name)
@@ -453,50 +481,47 @@ impl PodCliqueSetWorkload {
     ) -> Result<(), Error> {
         let ns = dgd.namespace();
         let mut missing = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         for target in targets {
-            let component = target.component;
-            let gated = waiting.contains(&component.name);
-            // A scaling adapter owns the count (its controller scales the child), except
-            // while the component waits for its checkpoint at zero.
-            if (component.replicas.is_none() || component.scaling_adapter.is_some()) && !gated {
+            // The members of a component group share one child, scaled once.
+            if !seen.insert(target.child.name.as_str()) {
                 continue;
             }
-            let desired = if gated {
-                0
-            } else {
-                component.replicas.unwrap_or(1)
+            let Some(desired) = target.desired(waiting) else {
+                continue;
             };
-            let current = match children.get(&component.name) {
+            let name = &target.child.name;
+            let current = match children.get(name) {
                 Some(Child::Clique(Some(c))) => Some(c.spec.clique.replicas),
                 Some(Child::Group(Some(g))) => Some(g.spec.replicas.unwrap_or(1)),
                 _ => None,
             };
             let Some(current) = current else {
-                missing.push(target.name.clone());
+                missing.push(name.clone());
                 continue;
             };
             if current == desired {
                 continue;
             }
-            let kind = if target.group {
+            let kind = if target.child.scaling_group {
                 "PodCliqueScalingGroup"
             } else {
                 "PodClique"
             };
-            let result = if target.group {
+            let result = if target.child.scaling_group {
                 self.writer
-                    .scale::<PodCliqueScalingGroup>(ns.as_deref(), &target.name, desired)
+                    .scale::<PodCliqueScalingGroup>(ns.as_deref(), name, desired)
                     .await
             } else {
                 self.writer
-                    .scale::<PodClique>(ns.as_deref(), &target.name, desired)
+                    .scale::<PodClique>(ns.as_deref(), name, desired)
                     .await
             };
             match result {
                 Ok(applied) if applied.changed => {
                     // The child as the write left it: new replicas, a generation Grove has not
                     // observed yet, so readiness does not report the old pods as the new count.
-                    match children.get_mut(&component.name) {
+                    match children.get_mut(name) {
                         Some(Child::Clique(Some(c))) => {
                             c.spec.clique.replicas = desired;
                             c.metadata.generation = Some(c.metadata.generation.unwrap_or(0) + 1);
@@ -507,7 +532,7 @@ impl PodCliqueSetWorkload {
                         }
                         _ => {}
                     }
-                    let key = kit::object::key(ns.as_deref(), &target.name);
+                    let key = kit::object::key(ns.as_deref(), name);
                     tracing::info!(child = %key, kind, from = current, to = desired, "scaled Grove child");
                     out.normal(
                         EVENT_SCALED,
@@ -516,11 +541,11 @@ impl PodCliqueSetWorkload {
                 }
                 Ok(_) => {}
                 // Deleted since it was read: Grove recreates it; wait for it.
-                Err(e) if e.is_not_found() => missing.push(target.name.clone()),
+                Err(e) if e.is_not_found() => missing.push(name.clone()),
                 Err(source) => {
                     return Err(Error::Scale {
                         kind,
-                        name: target.name.clone(),
+                        name: name.clone(),
                         replicas: desired,
                         source,
                     });

@@ -1,6 +1,8 @@
 //! The grove pathway: Grove creates a PodClique (single-node component) or a
 //! PodCliqueScalingGroup (scaling-group component: multinode, inter-pod GPU memory service, or
-//! forced) named `<pcs>-0-<component, lowercased>` in replica 0 of the graph's PodCliqueSet.
+//! forced) named `<pcs>-0-<component, lowercased>` in replica 0 of the graph's PodCliqueSet; a
+//! member of a component group is carried by the group's PodCliqueScalingGroup
+//! `<pcs>-0-<group, lowercased>` ([`grove_render::names::component_child`]).
 //! Its replicas change only through its `/scale` subresource, never through the PodCliqueSet
 //! template (Grove would roll the whole set).
 //!
@@ -19,7 +21,7 @@ use std::sync::Arc;
 
 use api::grove::{PodClique, PodCliqueScalingGroup};
 use api::{DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
-use grove_render::names::{component_resource_name, pcs_name};
+use grove_render::names::{component_child, pcs_name};
 use kit::{Reader, ReaderExt, Writer, WriterExt};
 use kube::ResourceExt;
 
@@ -35,12 +37,12 @@ pub fn target(
     dgd: &DynamoGraphDeployment,
     component: &DynamoComponentDeploymentSharedSpec,
 ) -> (&'static str, String) {
-    let pcs = pcs_name(&dgd.name_any(), &dgd.spec.components);
-    let name = component_resource_name(&pcs, &component.name);
-    if component.uses_pcsg() {
-        (POD_CLIQUE_SCALING_GROUP, name)
+    let pcs = pcs_name(&dgd.name_any(), &dgd.spec);
+    let child = component_child(&pcs, &dgd.spec, component);
+    if child.scaling_group {
+        (POD_CLIQUE_SCALING_GROUP, child.name)
     } else {
-        (POD_CLIQUE, name)
+        (POD_CLIQUE, child.name)
     }
 }
 

@@ -114,6 +114,21 @@ impl DynamoGraphDeploymentSpec {
         self.components.iter().find(|c| c.name == name)
     }
 
+    /// The component groups (`spec.experimental.componentGroups`), in spec order.
+    pub fn component_groups(&self) -> &[ComponentGroupSpec] {
+        self.experimental
+            .as_ref()
+            .map(|e| e.component_groups.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// The component group `component` (a component name, matched exactly) belongs to.
+    pub fn component_group(&self, component: &str) -> Option<&ComponentGroupSpec> {
+        self.component_groups()
+            .iter()
+            .find(|g| g.components.iter().any(|m| m.name == component))
+    }
+
     /// Any component spans more than one node.
     pub fn has_multinode_component(&self) -> bool {
         self.components.iter().any(|c| c.is_multinode())

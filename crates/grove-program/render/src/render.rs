@@ -47,7 +47,11 @@ pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
 /// - per component, in spec order: its cliques ([`names::clique_roles`]) with labels,
 ///   annotations and the pod spec ([`crate::pod`]: a multinode component's leader and worker
 ///   cliques with the backend's launch wiring); multinode, inter-pod GMS and forced
-///   components also get a scaling group named after the component;
+///   components outside component groups also get a scaling group named after the component;
+/// - per component group (`spec.experimental.componentGroups`), after those: one scaling group
+///   named after the group (lowercased) holding its members' cliques (sorted by name), with the
+///   group's `replicas` and `minAvailable: 1`; the members' cliques carry
+///   `nvidia.com/dynamo-component-group: <group>`;
 /// - then the compatibility rules of [`crate::compat`] against `inputs.existing`, then the
 ///   provider overrides (`providerOverride` fragments replace the `topologyConstraint` of their
 ///   target).
@@ -61,7 +65,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
     let owner = owner_reference(dgd)?;
     unsupported(dgd)?;
 
-    let pcs_name = names::pcs_name(&dgd_name, &dgd.spec.components);
+    let pcs_name = names::pcs_name(&dgd_name, &dgd.spec);
     let existing = inputs.existing;
     let has_workers = dgd
         .spec
@@ -90,6 +94,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
 
     let mut cliques = Vec::new();
     let mut groups = Vec::new();
+    let mut group_cliques: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut explicit_startup = false;
     for original in &dgd.spec.components {
         let mut component = original.clone();
@@ -155,6 +160,10 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         if let Some(checkpoint) = checkpoint {
             pod_render::restore::metadata(&mut clique_labels, &mut annotations, checkpoint);
         }
+        let component_group = dgd.spec.component_group(&original.name);
+        if let Some(group) = component_group {
+            clique_labels.insert(labels::DYNAMO_COMPONENT_GROUP.into(), group.name.clone());
+        }
         let worker_hash = worker
             .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
             .flatten();
@@ -216,7 +225,12 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
         if backend == Backend::Trtllm && multinode {
             explicit_startup |= trtllm_leader_after_workers(&mut cliques, &roles);
         }
-        if uses_group {
+        if let Some(group) = component_group {
+            group_cliques
+                .entry(group.name.as_str())
+                .or_default()
+                .extend(names_in_group);
+        } else if uses_group {
             groups.push(PodCliqueScalingGroupConfig {
                 name: original.name.to_lowercase(),
                 clique_names: names_in_group,
@@ -232,6 +246,8 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
             });
         }
     }
+
+    groups.extend(component_group_configs(dgd, &group_cliques));
 
     let mut pcs_labels = dgd.spec.labels.clone();
     pcs_labels.insert(
@@ -338,20 +354,40 @@ fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference, Render
     })
 }
 
-/// Features the grove pathway does not render yet. Component groups and inter-pod GMS are
-/// refused by validation first (`InvalidSpec`, both pathways); the check here keeps a graph that
-/// bypassed it from rendering.
+/// The scaling group of each component group, in spec order (upstream's
+/// `groveScalingGroupForComponentGroup`): named after the group (lowercased), holding the
+/// cliques of its members (`cliques`, by group name) sorted by name, with the group's replicas
+/// and `minAvailable: 1`.
+fn component_group_configs(
+    dgd: &DynamoGraphDeployment,
+    cliques: &BTreeMap<&str, Vec<String>>,
+) -> Vec<PodCliqueScalingGroupConfig> {
+    dgd.spec
+        .component_groups()
+        .iter()
+        .map(|group| {
+            let mut clique_names = cliques
+                .get(group.name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            clique_names.sort();
+            PodCliqueScalingGroupConfig {
+                name: group.name.to_lowercase(),
+                clique_names,
+                annotations: BTreeMap::new(),
+                replicas: Some(group.replicas),
+                min_available: Some(1),
+                scale_config: None,
+                resource_sharing: Vec::new(),
+                topology_constraint: None,
+            }
+        })
+        .collect()
+}
+
+/// Features the grove pathway does not render yet. Inter-pod GMS is refused by validation first
+/// (`InvalidSpec`, both pathways); the check here keeps a graph that bypassed it from rendering.
 fn unsupported(dgd: &DynamoGraphDeployment) -> Result<(), RenderError> {
-    if dgd
-        .spec
-        .experimental
-        .as_ref()
-        .is_some_and(|e| !e.component_groups.is_empty())
-    {
-        return Err(RenderError::Unsupported(
-            "spec.experimental.componentGroups".into(),
-        ));
-    }
     if let Some(c) = dgd.spec.components.iter().find(|c| c.is_inter_pod_gms()) {
         return Err(RenderError::Unsupported(format!(
             "component {}: experimental.gpuMemoryService.mode InterPod",

@@ -896,14 +896,12 @@ fn unsupported_and_unrenderable_inputs_are_errors() {
         Err(RenderError::Backend { .. })
     ));
     let mut dgd = graph();
-    dgd.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
-        kv_transfer_policy: None,
-        component_groups: vec![api::v1beta1::ComponentGroupSpec {
-            name: "g".into(),
-            replicas: 1,
-            scaling_adapter: None,
-            components: vec![],
-        }],
+    dgd.spec.components[0].experimental = Some(api::v1beta1::ExperimentalSpec {
+        gpu_memory_service: Some(api::v1beta1::GpuMemoryServiceSpec {
+            mode: Some(api::v1beta1::GpuMemoryServiceMode::InterPod),
+            ..Default::default()
+        }),
+        ..Default::default()
     });
     assert!(matches!(
         Fixture::default().render(&dgd, None),
@@ -1428,5 +1426,177 @@ fn multinode_cliques_carry_the_launch_wiring() {
                 "{name}: {clique_name}"
             );
         }
+    }
+}
+
+/// Component group `Runtime` of the frontend and the prefill worker, `replicas` 3.
+fn with_group(dgd: &mut api::DynamoGraphDeployment) {
+    dgd.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+        kv_transfer_policy: None,
+        component_groups: vec![api::v1beta1::ComponentGroupSpec {
+            name: "Runtime".into(),
+            replicas: 3,
+            scaling_adapter: None,
+            components: ["prefill", "Frontend"]
+                .map(|name| api::common::ComponentGroupComponentSpec { name: name.into() })
+                .to_vec(),
+        }],
+    });
+}
+
+/// `spec.experimental.componentGroups` (upstream's `GenerateGrovePodCliqueSet` with
+/// `groveScalingGroupForComponentGroup` and `applyComponentGroupLabel`): one scaling group per
+/// component group, after the components' own, named after the group (lowercased), holding its
+/// members' cliques sorted by name, with the group's replicas and `minAvailable: 1`; members
+/// render no scaling group of their own and their cliques carry the group label.
+#[test]
+fn component_groups_render_one_scaling_group() {
+    type Row = (
+        &'static str,
+        fn(&mut api::DynamoGraphDeployment, &mut Fixture) -> Option<PodCliqueSet>,
+        fn(&PodCliqueSet),
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "no componentGroups: no group scaling group, no group label",
+            |_, _| None,
+            |pcs| {
+                let names: Vec<&str> = pcs
+                    .spec
+                    .template
+                    .pod_clique_scaling_groups
+                    .iter()
+                    .map(|g| g.name.as_str())
+                    .collect();
+                assert_eq!(names, ["decode"]);
+                assert!(
+                    pcs.spec
+                        .template
+                        .cliques
+                        .iter()
+                        .all(|c| !c.labels.contains_key(labels::DYNAMO_COMPONENT_GROUP))
+                );
+            },
+        ),
+        (
+            "frontend and prefill scale together in group Runtime",
+            |dgd, _| {
+                with_group(dgd);
+                dgd.spec.components[2].replicas = Some(2);
+                dgd.spec.components[2].min_available = Some(2);
+                dgd.spec.topology_constraint = Some(SpecTopologyConstraint {
+                    cluster_topology_name: "ct".into(),
+                    pack_domain: Some("zone".into()),
+                });
+                None
+            },
+            |pcs| {
+                let names: Vec<&str> = pcs
+                    .spec
+                    .template
+                    .pod_clique_scaling_groups
+                    .iter()
+                    .map(|g| g.name.as_str())
+                    .collect();
+                assert_eq!(names, ["decode", "runtime"]);
+                let g = group(pcs, "runtime");
+                assert_eq!(g.clique_names, ["frontend", "prefill"]);
+                assert_eq!(g.replicas, Some(3));
+                assert_eq!(g.min_available, Some(1));
+                assert_eq!(g.topology_constraint, None);
+                assert!(g.annotations.is_empty());
+                // A member's clique keeps its own pod count and minAvailable per group replica.
+                let prefill = clique(pcs, "prefill");
+                assert_eq!(prefill.spec.replicas, 2);
+                assert_eq!(prefill.spec.min_available, Some(2));
+                for c in ["frontend", "prefill"] {
+                    assert_eq!(
+                        clique(pcs, c).labels[labels::DYNAMO_COMPONENT_GROUP],
+                        "Runtime",
+                        "{c}"
+                    );
+                }
+                assert!(
+                    !clique(pcs, "decode-ldr")
+                        .labels
+                        .contains_key(labels::DYNAMO_COMPONENT_GROUP)
+                );
+            },
+        ),
+        (
+            "a forced scaling-group member: single-pod clique, no scaling group of its own",
+            |dgd, _| {
+                with_group(dgd);
+                dgd.spec.components[2].replicas = Some(4);
+                dgd.spec.components[2].experimental = Some(api::v1beta1::ExperimentalSpec {
+                    grove: Some(api::v1beta1::GroveSpec {
+                        force_scaling_group: Some(true),
+                    }),
+                    ..Default::default()
+                });
+                None
+            },
+            |pcs| {
+                assert_eq!(pcs.spec.template.pod_clique_scaling_groups.len(), 2);
+                let prefill = clique(pcs, "prefill");
+                assert_eq!(prefill.spec.replicas, 1);
+                assert_eq!(prefill.spec.min_available, Some(1));
+                assert_eq!(group(pcs, "runtime").clique_names, ["frontend", "prefill"]);
+            },
+        ),
+        (
+            "the group label is the operator's: a pod template label of that key loses",
+            |dgd, _| {
+                with_group(dgd);
+                let meta = dgd.spec.components[0]
+                    .pod_template
+                    .as_mut()
+                    .unwrap()
+                    .metadata
+                    .get_or_insert_with(Default::default);
+                meta.labels = Some(BTreeMap::from([(
+                    labels::DYNAMO_COMPONENT_GROUP.to_string(),
+                    "mine".to_string(),
+                )]));
+                None
+            },
+            |pcs| {
+                assert_eq!(
+                    clique(pcs, "frontend").labels[labels::DYNAMO_COMPONENT_GROUP],
+                    "Runtime"
+                );
+            },
+        ),
+        (
+            "after creation the group's replicas change through /scale: the existing count is kept",
+            |dgd, _| {
+                with_group(dgd);
+                let mut existing = fresh(dgd);
+                existing
+                    .spec
+                    .template
+                    .pod_clique_scaling_groups
+                    .iter_mut()
+                    .find(|g| g.name == "runtime")
+                    .unwrap()
+                    .replicas = Some(5);
+                Some(existing)
+            },
+            |pcs| assert_eq!(group(pcs, "runtime").replicas, Some(5)),
+        ),
+    ];
+    for (name, setup, check) in rows {
+        let mut dgd = graph();
+        let mut fixture = Fixture::default();
+        let existing = setup(&mut dgd, &mut fixture);
+        let pcs = fixture
+            .render(&dgd, existing.as_ref())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(
+            pcs,
+            fixture.render(&dgd, existing.as_ref()).unwrap(),
+            "{name}"
+        );
+        check(&pcs);
     }
 }
