@@ -2,7 +2,8 @@
 //! conformance graph gets its PodCliqueSet; Grove is played by the test (it creates the
 //! PodCliques and PodCliqueScalingGroups and writes their status, as Grove would) and the
 //! graph's Ready condition follows; an idle pass writes nothing; a replica change goes through
-//! the scale subresource; Grove's topology condition becomes ours, with its event.
+//! the scale subresource; a component group renders and scales as one scaling group; Grove's
+//! topology condition becomes ours, with its event.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -387,4 +388,99 @@ async fn grove_topology_condition_becomes_ours_with_its_event() {
         .map(|e| e.series.map_or(1, |s| s.count))
         .sum::<i32>();
     assert_eq!(again, 1);
+}
+
+/// `spec.experimental.componentGroups`: the apiserver (Grove's real CRD) accepts the group's
+/// scaling group; Grove's PodCliqueScalingGroup `<pcs>-0-<group>` carries every member's
+/// readiness; the group's `replicas` change through that child's scale subresource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_group_renders_and_scales_as_one_scaling_group() {
+    let (cp, ns) = start().await;
+    let dgd = create_graph(&ns, "vllm-disagg.yaml", |g| {
+        g.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+            kv_transfer_policy: None,
+            component_groups: vec![api::v1beta1::ComponentGroupSpec {
+                name: "Disagg".into(),
+                replicas: 1,
+                scaling_adapter: None,
+                components: ["VllmDecodeWorker", "VllmPrefillWorker"]
+                    .map(|name| api::common::ComponentGroupComponentSpec { name: name.into() })
+                    .to_vec(),
+            }],
+        });
+    })
+    .await;
+    let name = dgd.name_any();
+    let h = Harness::new(cp, &ns);
+    h.pass(&name).await.unwrap();
+    let sets: Api<PodCliqueSet> = ns.api();
+    let pcs = sets.get(&name).await.expect("the PodCliqueSet");
+    let groups = &pcs.spec.template.pod_clique_scaling_groups;
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].name, "disagg");
+    assert_eq!(
+        groups[0].clique_names,
+        ["vllmdecodeworker", "vllmprefillworker"]
+    );
+    assert_eq!(groups[0].replicas, Some(1));
+
+    play_grove(cp, &ns, &dgd, &pcs).await;
+    let graph = h
+        .until(&name, Duration::from_secs(30), "Ready", |g| {
+            ready(g) == Some(("True".into(), "all_resources_are_ready".into()))
+        })
+        .await;
+    let status = graph.status.unwrap();
+    for member in ["VllmDecodeWorker", "VllmPrefillWorker"] {
+        assert_eq!(
+            status.components[member].component_kind,
+            api::ComponentKind::PodCliqueScalingGroup
+        );
+        assert_eq!(
+            status.components[member].component_names,
+            [format!("{name}-0-disagg")]
+        );
+    }
+    assert_eq!(
+        status.components["Frontend"].component_kind,
+        api::ComponentKind::PodClique
+    );
+
+    // Two replicas of the group: through the group's scale subresource, not the template.
+    h.dgds
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "replace", "path": "/spec/experimental/componentGroups/0/replicas", "value": 2}
+                ]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    let mark = cp.audit().mark();
+    h.pass(&name).await.unwrap();
+    let writes = program_writes(cp, &ns, &mark).await;
+    assert!(
+        writes.contains(&(
+            "patch".into(),
+            "podcliquescalinggroups".into(),
+            "scale".into()
+        )),
+        "{writes:?}"
+    );
+    assert!(!writes.iter().any(|w| w.1 == "podcliquesets"), "{writes:?}");
+    let group: api::grove::PodCliqueScalingGroup =
+        ns.api().get(&format!("{name}-0-disagg")).await.unwrap();
+    assert_eq!(group.spec.replicas, Some(2));
+    let graph = h.dgds.get(&name).await.unwrap();
+    play_grove(cp, &ns, &graph, &sets.get(&name).await.unwrap()).await;
+    h.until(&name, Duration::from_secs(30), "Ready at 2", |g| {
+        ready(g).is_some_and(|r| r.0 == "True")
+            && g.status.as_ref().unwrap().components["VllmPrefillWorker"].available_replicas
+                == Some(2)
+    })
+    .await;
 }

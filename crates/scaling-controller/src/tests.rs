@@ -1028,6 +1028,23 @@ fn grove_targets_follow_grove_names() {
         grove::target(&g, &g.spec.components[1]),
         (grove::POD_CLIQUE_SCALING_GROUP, "g-0-worker".to_string())
     );
+    // A member of a component group is carried by the group's scaling group.
+    let mut g = grove_graph(false);
+    g.spec.experimental = Some(api::v1beta1::DynamoGraphDeploymentExperimentalSpec {
+        kv_transfer_policy: None,
+        component_groups: vec![api::v1beta1::ComponentGroupSpec {
+            name: "Runtime".into(),
+            replicas: 2,
+            scaling_adapter: None,
+            components: vec![api::common::ComponentGroupComponentSpec {
+                name: g.spec.components[1].name.clone(),
+            }],
+        }],
+    });
+    assert_eq!(
+        grove::target(&g, &g.spec.components[1]),
+        (grove::POD_CLIQUE_SCALING_GROUP, "g-0-runtime".to_string())
+    );
 }
 
 #[tokio::test]
