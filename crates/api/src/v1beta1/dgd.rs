@@ -326,3 +326,52 @@ pub struct ComponentReplicaStatus {
     #[schemars(range(min = 0))]
     pub scheduled_replicas: Option<i32>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Upstream's `TestComponentGroupsLookup` and `TestComponentGroupsNilExperimental`: members
+    /// resolve to their group by exact name; no experimental section means no groups.
+    #[test]
+    fn component_groups_resolve_members_by_exact_name() {
+        let group = |name: &str, members: &[&str]| ComponentGroupSpec {
+            name: name.into(),
+            replicas: 1,
+            scaling_adapter: None,
+            components: members
+                .iter()
+                .map(|m| ComponentGroupComponentSpec {
+                    name: m.to_string(),
+                })
+                .collect(),
+        };
+        let mut spec = DynamoGraphDeploymentSpec {
+            experimental: Some(DynamoGraphDeploymentExperimentalSpec {
+                kv_transfer_policy: None,
+                component_groups: vec![
+                    group("runtime", &["frontend", "worker"]),
+                    group("planner", &["planner"]),
+                ],
+            }),
+            ..Default::default()
+        };
+        let of = |spec: &DynamoGraphDeploymentSpec, c: &str| {
+            spec.component_group(c).map(|g| g.name.clone())
+        };
+        let rows = [
+            ("worker", Some("runtime")),
+            ("frontend", Some("runtime")),
+            ("planner", Some("planner")),
+            ("Worker", None),
+            ("missing", None),
+        ];
+        for (component, want) in rows {
+            assert_eq!(of(&spec, component).as_deref(), want, "{component}");
+        }
+        assert_eq!(spec.component_groups().len(), 2);
+        spec.experimental = None;
+        assert!(spec.component_groups().is_empty());
+        assert_eq!(of(&spec, "worker"), None);
+    }
+}
