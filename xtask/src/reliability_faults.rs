@@ -1236,7 +1236,13 @@ pub async fn soak(suite: &mut Suite) -> anyhow::Result<Report> {
     };
     let soaked = crate::soak::run(&suite.env.admin(), &ns, pid, plan, |cycle, i| {
         let (template, body) = &templates[i % templates.len()];
-        graph(template, body, &ns, &format!("c{cycle}-{template}-{i}"))
+        // Grove's CRDs are installed and nothing plays Grove: the component pathway.
+        super::harness::pinned(graph(
+            template,
+            body,
+            &ns,
+            &format!("c{cycle}-{template}-{i}"),
+        ))
     })
     .await?;
     suite.totals.graphs_applied += (plan.cycles * plan.graphs) as u64;

@@ -577,14 +577,7 @@ pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Val
 /// inputs that ask for Grove, where the operator would otherwise select Grove for every graph,
 /// and nothing here plays Grove's controller.
 pub async fn apply(client: &Client, object: &Value) -> Result<DynamicObject, kube::Error> {
-    let object = if chooses_no_pathway(object) {
-        let mut pinned = object.clone();
-        pinned["metadata"]["annotations"][api::labels::ENABLE_GROVE] = json!("false");
-        std::borrow::Cow::Owned(pinned)
-    } else {
-        std::borrow::Cow::Borrowed(object)
-    };
-    let object = object.as_ref();
+    let object = &pinned(object.clone());
     let version = object["apiVersion"]
         .as_str()
         .and_then(|v| v.split('/').nth(1))
@@ -602,6 +595,15 @@ pub async fn apply(client: &Client, object: &Value) -> Result<DynamicObject, kub
         &Patch::Apply(object),
     )
     .await
+}
+
+/// `object`, pinned to the component pathway when it is a graph that does not choose its
+/// pathway (see [`apply`]).
+pub fn pinned(mut object: Value) -> Value {
+    if chooses_no_pathway(&object) {
+        object["metadata"]["annotations"][api::labels::ENABLE_GROVE] = json!("false");
+    }
+    object
 }
 
 /// Whether `object` is a graph that leaves its pathway to the operator's default.
