@@ -322,13 +322,7 @@ async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
         } else {
             None
         };
-        webhook::serve(
-            args.webhook_address,
-            &tls,
-            webhook::router(restorer),
-            stop,
-        )
-        .await
+        webhook::serve(args.webhook_address, &tls, webhook::router(restorer), stop).await
     }
     .await;
     if let Err(error) = result {

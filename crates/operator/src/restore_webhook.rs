@@ -139,8 +139,7 @@ impl Restorer {
                 return Admission::Unchanged(format!("checkpoint could not be read: {error}"));
             }
         };
-        match reconcilers::checkpoints::checkpoint_restore(&*self.reader, &namespace, &ckpt).await
-        {
+        match reconcilers::checkpoints::checkpoint_restore(&*self.reader, &namespace, &ckpt).await {
             Ok(Some(restore)) => Admission::Restored(patch(&pod, &candidate.targets, &restore)),
             Ok(None) => unchanged("checkpoint not ready"),
             Err(error) => Admission::Unchanged(format!("checkpoint restore unavailable: {error}")),
@@ -148,7 +147,10 @@ impl Restorer {
     }
 
     /// The AdmissionReview answering `review`.
-    pub async fn review(&self, review: AdmissionReview<DynamicObject>) -> AdmissionReview<DynamicObject> {
+    pub async fn review(
+        &self,
+        review: AdmissionReview<DynamicObject>,
+    ) -> AdmissionReview<DynamicObject> {
         let request: AdmissionRequest<DynamicObject> = match review.try_into() {
             Ok(request) => request,
             Err(error) => return AdmissionResponse::invalid(error).into_review(),
@@ -214,7 +216,10 @@ fn candidate(pod: &Pod) -> Result<Candidate, String> {
     }
     let checkpoint = set(annotations, labels::CHECKPOINT_NAME)
         .ok_or("restore candidate has no checkpoint name")?;
-    if STAMP_LABELS.iter().any(|key| set(pod_labels, key).is_none()) {
+    if STAMP_LABELS
+        .iter()
+        .any(|key| set(pod_labels, key).is_none())
+    {
         return Err("restore candidate is not operator-stamped".into());
     }
     let targets =
@@ -356,7 +361,10 @@ pub async fn ensure_configuration(
         )
         .await
         .with_context(|| format!("applying MutatingWebhookConfiguration {CONFIGURATION}"))?;
-    tracing::info!(configuration = CONFIGURATION, "checkpoint restore webhook configured");
+    tracing::info!(
+        configuration = CONFIGURATION,
+        "checkpoint restore webhook configured"
+    );
     Ok(())
 }
 

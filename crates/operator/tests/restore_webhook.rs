@@ -219,9 +219,12 @@ async fn immediate_pods_created_while_the_checkpoint_is_ready_are_restored() {
         .unwrap();
 
     // A new pod of the component: restore-shaped at creation.
-    pods.delete(&cold.metadata.name.clone().unwrap(), &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
+    pods.delete(
+        &cold.metadata.name.clone().unwrap(),
+        &DeleteParams::default().grace_period(0),
+    )
+    .await
+    .unwrap();
     let cold_uid = cold.metadata.uid.clone();
     let replaced = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
@@ -252,7 +255,9 @@ async fn immediate_pods_created_while_the_checkpoint_is_ready_are_restored() {
     assert_eq!(labels.get(CHECKPOINT_ID_LABEL), Some(&checkpoint_id));
     let annotations = restored.metadata.annotations.clone().unwrap_or_default();
     assert_eq!(
-        annotations.get(TARGET_CONTAINERS_ANNOTATION).map(String::as_str),
+        annotations
+            .get(TARGET_CONTAINERS_ANNOTATION)
+            .map(String::as_str),
         Some("main")
     );
     let spec = restored.spec.clone().unwrap();
@@ -269,12 +274,7 @@ async fn immediate_pods_created_while_the_checkpoint_is_ready_are_restored() {
         main.command.as_deref(),
         Some(&["sleep".to_string(), "infinity".to_string()][..])
     );
-    assert!(
-        main.env
-            .iter()
-            .flatten()
-            .any(|e| e.name == CONTROL_DIR_ENV)
-    );
+    assert!(main.env.iter().flatten().any(|e| e.name == CONTROL_DIR_ENV));
     assert!(
         main.volume_mounts
             .iter()

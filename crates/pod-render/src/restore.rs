@@ -147,7 +147,11 @@ pub fn restore_pod(pod: &mut Pod, targets: &[String], restore: &Restore) {
     let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
     clear_restore_metadata(pod_labels, annotations);
     stamp_restore_metadata(pod_labels, annotations, targets, restore);
-    shape(pod.spec.get_or_insert_with(PodSpec::default), targets, restore);
+    shape(
+        pod.spec.get_or_insert_with(PodSpec::default),
+        targets,
+        restore,
+    );
 }
 
 /// The containers `nvidia.com/snapshot-target-containers` lists, as the snapshot protocol

@@ -318,7 +318,12 @@ async fn the_answer_patches_the_pod_into_the_restored_pod() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|op| (op["path"].as_str().unwrap().to_string(), op["value"].clone()))
+        .map(|op| {
+            (
+                op["path"].as_str().unwrap().to_string(),
+                op["value"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         by_path["/metadata/labels/nvidia.com~1snapshot-checkpoint-id"],
@@ -335,8 +340,7 @@ async fn the_answer_patches_the_pod_into_the_restored_pod() {
     assert!(!by_path.contains_key("/metadata/annotations/nvidia.com~1snapshot-target-containers"));
     assert!(by_path.contains_key("/spec/volumes"));
     assert_eq!(
-        by_path["/spec/containers/0/command/0"],
-        "sleep",
+        by_path["/spec/containers/0/command/0"], "sleep",
         "{by_path:#?}"
     );
     assert_eq!(by_path["/spec/containers/0/command/1"], "infinity");
@@ -355,7 +359,9 @@ async fn the_answer_patches_the_pod_into_the_restored_pod() {
     // A pod that is no candidate is allowed without a patch.
     let mut plain = pod.clone();
     plain.metadata.annotations = None;
-    let answer = restorer.review(review_of(&plain, "CREATE", "default")).await;
+    let answer = restorer
+        .review(review_of(&plain, "CREATE", "default"))
+        .await;
     let response = serde_json::to_value(answer.response.unwrap()).unwrap();
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none(), "{response}");
@@ -387,7 +393,10 @@ fn the_configuration_registers_pod_creation_at_this_operator() {
     assert_eq!(webhook.timeout_seconds, Some(10));
     assert_eq!(webhook.admission_review_versions, ["v1"]);
     let rule = &webhook.rules.as_ref().unwrap()[0];
-    assert_eq!(rule.operations.as_deref(), Some(&["CREATE".to_string()][..]));
+    assert_eq!(
+        rule.operations.as_deref(),
+        Some(&["CREATE".to_string()][..])
+    );
     assert_eq!(rule.resources.as_deref(), Some(&["pods".to_string()][..]));
     assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
     let selected: Vec<_> = webhook

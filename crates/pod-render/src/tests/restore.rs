@@ -10,8 +10,8 @@ use api::snapshot::{
 };
 use api::v1beta1::{CheckpointStartupPolicy, ExperimentalSpec, FailoverSpec, GpuMemoryServiceSpec};
 use k8s_openapi::api::core::v1::{ExecAction, Pod, Probe, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::restore::{Checkpoint, Restore, Storage, metadata, parse_targets, restore_pod};
 
@@ -508,14 +508,27 @@ fn a_created_candidate_pod_is_restored_as_a_waiting_template_is() {
 /// `TargetContainersFromAnnotations` with at least one name).
 #[test]
 fn target_containers_are_parsed_as_the_protocol_reads_them() {
-    let rows: [(&str, Option<&str>, Result<&[&str], &str>); 7] = [
+    type Row = (
+        &'static str,
+        Option<&'static str>,
+        Result<&'static [&'static str], &'static str>,
+    );
+    let rows: [Row; 7] = [
         ("one", Some("main"), Ok(&["main"])),
-        ("trimmed", Some(" engine-0 , engine-1 "), Ok(&["engine-0", "engine-1"])),
+        (
+            "trimmed",
+            Some(" engine-0 , engine-1 "),
+            Ok(&["engine-0", "engine-1"]),
+        ),
         ("missing", None, Err("missing required")),
         ("blank", Some("  "), Err("missing required")),
         ("empty entry", Some("main,,x"), Err("empty container name")),
         ("trailing comma", Some("main,"), Err("empty container name")),
-        ("duplicate", Some("main, main"), Err("duplicate container name \"main\"")),
+        (
+            "duplicate",
+            Some("main, main"),
+            Err("duplicate container name \"main\""),
+        ),
     ];
     for (name, value, want) in rows {
         let annotations: BTreeMap<String, String> = value
