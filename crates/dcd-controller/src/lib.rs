@@ -174,7 +174,9 @@
 //! restore; the `podinfo` Downward API volume at `/etc/podinfo`. The targets are
 //! `targetContainerName` (default `main`), or `engine-0` and `engine-1` with intra-pod failover.
 //! An `Immediate` component's template carries the restore-candidate annotations once its
-//! checkpoint exists. (Held at zero replicas while waiting: the graph sets the DCD's replicas.)
+//! checkpoint exists and never changes with its readiness; the operator's pod-create webhook
+//! (`operator::restore_webhook`) restore-shapes each pod created while the checkpoint is Ready.
+//! (Held at zero replicas while waiting: the graph sets the DCD's replicas.)
 //!
 //! **Service** (normalized `<dcd>`: lowercase, dots as dashes): with Kubernetes discovery (the
 //! default; off when `nvidia.com/dynamo-discovery-backend` names another backend) or for a
@@ -217,11 +219,10 @@
 //!
 //! # Not rendered (yet)
 //! Upstream renders these too; no conformance manifest needs them: operator-config inputs
-//! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService), the
-//! pod-create webhook that restore-shapes `Immediate` components' pods once their checkpoint is
-//! Ready (they start cold), checkpoint storage from operator configuration (it is discovered
-//! from the snapshot agent's DaemonSet), legacy per-replica LWS/PodGroup pruning, the
-//! Deployment lookups upstream does to keep alpha-era selectors, and HPA ownership.
+//! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService),
+//! checkpoint storage from operator configuration (it is discovered from the snapshot agent's
+//! DaemonSet), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream does to
+//! keep alpha-era selectors, and HPA ownership.
 
 pub mod lws;
 pub mod render;

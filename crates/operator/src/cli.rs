@@ -120,11 +120,12 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAME", global = true)]
     pub identity: Option<String>,
 
-    /// Serve the DynamoGraphDeployment conversion webhook (v1alpha1 ⇄ v1beta1).
+    /// Serve the webhooks over HTTPS: the DynamoGraphDeployment conversion webhook (v1alpha1 ⇄
+    /// v1beta1) and the checkpoint restore webhook (`--checkpoint-restore-webhook`).
     #[arg(long, env = "DYNAMO_OPERATOR_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub webhook: bool,
 
-    /// Address of the conversion webhook (HTTPS).
+    /// Address of the webhooks (HTTPS).
     #[arg(
         long,
         env = "DYNAMO_OPERATOR_WEBHOOK_ADDRESS",
@@ -173,6 +174,14 @@ pub struct RunArgs {
     /// Point the DynamoGraphDeployment CRD's conversion webhook at this operator at start-up.
     #[arg(long, env = "DYNAMO_OPERATOR_MANAGE_CRD_CONVERSION", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub manage_crd_conversion: bool,
+
+    /// Serve the checkpoint restore webhook (with `--webhook`): each new pod of a
+    /// `startupPolicy: Immediate` checkpoint component whose DynamoCheckpoint is Ready is
+    /// restore-shaped at creation. The operator applies its MutatingWebhookConfiguration
+    /// `dynamo-operator-checkpoint-restore` (pointing at this operator, `failurePolicy:
+    /// Ignore`) at start-up and watches DynamoCheckpoints and snapshot-agent DaemonSets for it.
+    #[arg(long, env = "DYNAMO_OPERATOR_CHECKPOINT_RESTORE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub checkpoint_restore_webhook: bool,
 
     /// NATS address every Dynamo container gets as `NATS_SERVER` (unset: none; a user env of
     /// that name wins).

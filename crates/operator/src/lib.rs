@@ -26,6 +26,7 @@ pub mod controllers;
 pub mod metrics;
 pub mod optional_apis;
 pub mod render;
+pub mod restore_webhook;
 pub mod telemetry;
 pub mod triggers;
 pub mod webhook;
@@ -96,7 +97,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
         admin_stop.clone(),
     ));
 
-    // The conversion webhook runs on every replica, leader or not.
+    // The webhooks run on every replica, leader or not.
     let webhook_task = if args.webhook {
         Some(tokio::spawn(start_webhook(
             args.clone(),
@@ -269,7 +270,7 @@ impl Tasks {
         self.admin_stop.cancel();
         join_by("admin endpoints", self.admin_task, deadline).await;
         if let Some(webhook) = self.webhook_task {
-            join_by("conversion webhook", webhook, deadline).await;
+            join_by("webhooks", webhook, deadline).await;
         }
     }
 }
@@ -289,7 +290,8 @@ async fn join_by<T>(what: &str, task: JoinHandle<T>, deadline: Instant) {
     }
 }
 
-/// Certificates, CRD conversion config, then the webhook server until `stop`.
+/// Certificates, CRD conversion config, the checkpoint restore webhook's reads and
+/// configuration, then the webhook server until `stop`.
 async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
     let endpoint = match &args.webhook_url {
         Some(url) => webhook::Endpoint::Url(url.clone()),
@@ -315,14 +317,44 @@ async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
         if args.manage_crd_conversion {
             webhook::ensure_crd_conversion(client.clone(), &endpoint, &tls.ca_bundle).await?;
         }
-        webhook::serve(args.webhook_address, &tls, stop).await
+        let restorer = if args.checkpoint_restore_webhook {
+            Some(start_restore_webhook(&args, &client, &endpoint, &tls.ca_bundle, &stop).await?)
+        } else {
+            None
+        };
+        webhook::serve(args.webhook_address, &tls, webhook::router(restorer), stop).await
     }
     .await;
     if let Err(error) = result {
-        // Without the webhook only v1alpha1 requests fail; v1beta1 keeps working.
+        // Without the webhooks only v1alpha1 requests fail (v1beta1 keeps working) and
+        // Immediate checkpoint components' pods start cold.
         tracing::error!(
             error = format!("{error:#}"),
-            "conversion webhook unavailable; v1alpha1 DynamoGraphDeployments cannot be served"
+            "webhooks unavailable; v1alpha1 DynamoGraphDeployments cannot be served"
         );
     }
+}
+
+/// The checkpoint restore webhook's reads, and its configuration pointing at `endpoint` (a
+/// failure to apply it is logged: the webhook still answers whoever calls it).
+async fn start_restore_webhook(
+    args: &RunArgs,
+    client: &Client,
+    endpoint: &webhook::Endpoint,
+    ca_bundle: &str,
+    stop: &CancellationToken,
+) -> anyhow::Result<Arc<restore_webhook::Restorer>> {
+    let namespace = args.namespace.as_deref();
+    let reader = restore_webhook::reader(client.clone(), namespace, stop.clone())?;
+    let desired = restore_webhook::configuration(endpoint, ca_bundle, namespace);
+    if let Err(error) = restore_webhook::ensure_configuration(client.clone(), &desired).await {
+        tracing::error!(
+            error = format!("{error:#}"),
+            "checkpoint restore webhook not configured; Immediate checkpoint components' pods start cold"
+        );
+    }
+    Ok(Arc::new(restore_webhook::Restorer::new(
+        reader,
+        args.namespace.clone(),
+    )))
 }

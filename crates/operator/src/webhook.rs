@@ -1,5 +1,7 @@
-//! The DynamoGraphDeployment conversion webhook (v1alpha1 ⇄ v1beta1), served over HTTPS by every
-//! replica (leader or not: the webhook Service may route to any of them).
+//! The operator's webhooks, served over HTTPS by every replica (leader or not: the webhook
+//! Service may route to any of them): the DynamoGraphDeployment conversion webhook (v1alpha1 ⇄
+//! v1beta1) and, with `--checkpoint-restore-webhook`, the checkpoint restore webhook for pod
+//! creation ([`crate::restore_webhook`]).
 //!
 //! Certificates, in order of preference:
 //! 1. `--webhook-cert-dir` with `tls.crt` and `tls.key` (and optionally `ca.crt`), e.g. from
@@ -9,7 +11,9 @@
 //!    so replicas never fight over the CRD's CA bundle.
 //!
 //! With `--manage-crd-conversion` (the default) the operator points the DynamoGraphDeployment
-//! CRD's conversion webhook at itself (Service or URL) with that CA bundle, at start-up.
+//! CRD's conversion webhook at itself (Service or URL) with that CA bundle, at start-up; with
+//! `--checkpoint-restore-webhook` (the default) it applies the restore webhook's
+//! MutatingWebhookConfiguration, pointing at itself with the same bundle.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -20,10 +24,13 @@ use axum::Router;
 use axum::extract::Json;
 use axum::routing::post;
 use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{ServiceReference, WebhookClientConfig};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionReview;
 use kube::core::conversion::ConversionReview;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -31,6 +38,8 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use api::crds::ConversionWebhookConfig;
+
+use crate::restore_webhook::{self, Restorer};
 
 /// The CA's name in self-signed mode.
 const CA_NAME: &str = "dynamo-operator-webhook-ca";
@@ -88,6 +97,32 @@ impl Endpoint {
                     Err(_) => (vec![host], Vec::new()),
                 }
             }
+        }
+    }
+
+    /// How the apiserver reaches path `path` of this endpoint, verifying it with `ca_bundle`
+    /// (an admission webhook's client config).
+    pub fn client_config(&self, path: &str, ca_bundle: &str) -> WebhookClientConfig {
+        let (service, url) = match self {
+            Endpoint::Service {
+                namespace,
+                name,
+                port,
+            } => (
+                Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path.to_string()),
+                    port: Some(*port),
+                }),
+                None,
+            ),
+            Endpoint::Url(base) => (None, Some(format!("{}{path}", base.trim_end_matches('/')))),
+        };
+        WebhookClientConfig {
+            ca_bundle: Some(ByteString(ca_bundle.as_bytes().to_vec())),
+            service,
+            url,
         }
     }
 
@@ -249,9 +284,20 @@ async fn convert(Json(review): Json<ConversionReview>) -> Json<ConversionReview>
     Json(api::conversion::review(review))
 }
 
-/// The webhook's routes.
-pub fn router() -> Router {
-    Router::new().route(api::crds::CONVERSION_PATH, post(convert))
+/// The webhook's routes: the conversion, and the checkpoint restore when `restorer` is given.
+pub fn router(restorer: Option<Arc<Restorer>>) -> Router {
+    let router = Router::new().route(api::crds::CONVERSION_PATH, post(convert));
+    match restorer {
+        Some(restorer) => router.route(
+            restore_webhook::PATH,
+            post(
+                move |Json(review): Json<AdmissionReview<DynamicObject>>| async move {
+                    Json(restorer.review(review).await)
+                },
+            ),
+        ),
+        None => router,
+    }
 }
 
 /// A TLS listener for axum: accepts TCP connections and completes the handshake; failed
@@ -287,10 +333,11 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
-/// Binds `address` and serves the webhook over TLS until `shutdown` fires.
+/// Binds `address` and serves `router` over TLS until `shutdown` fires.
 pub async fn serve(
     address: SocketAddr,
     tls: &WebhookTls,
+    router: Router,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let certs = CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
@@ -304,12 +351,12 @@ pub async fn serve(
     .with_no_client_auth()
     .with_single_cert(certs, key)?;
     let tcp = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(address = %tcp.local_addr()?, path = api::crds::CONVERSION_PATH, "serving the conversion webhook");
+    tracing::info!(address = %tcp.local_addr()?, "serving the webhooks");
     let listener = TlsListener {
         tcp,
         acceptor: TlsAcceptor::from(Arc::new(config)),
     };
-    axum::serve(listener, router())
+    axum::serve(listener, router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await?;
     Ok(())

@@ -1,7 +1,8 @@
 //! `deploy/` stays consistent and least-privilege: the Helm chart grants exactly the rules of
 //! `deploy/rbac/clusterrole.yaml`, no rule uses a wildcard, the operator's pod is locked down,
 //! and `list`/`watch` on Secrets (image pull secret discovery) is granted only where discovery
-//! is turned on.
+//! is turned on, and the only webhook configuration the operator may write is its checkpoint
+//! restore webhook's.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
@@ -232,4 +233,57 @@ fn the_optional_apis_providers_are_watchable_by_name() {
         assert_eq!(granted, wanted, "{resource}");
         assert_eq!(rule.verbs, ["list", "watch"], "{resource}");
     }
+}
+
+/// The checkpoint restore webhook: the operator may get, create (by apply) and patch its one
+/// MutatingWebhookConfiguration by name, watch the snapshot-agent DaemonSets it reads, and the
+/// chart's value sets the flag (on, as the binary's default).
+#[test]
+fn the_restore_webhook_configuration_is_the_only_one_the_operator_may_write() {
+    let role: ClusterRole = serde_yaml::from_str(&read("rbac/clusterrole.yaml")).unwrap();
+    let rules = role.rules.unwrap_or_default();
+    let granting = |group: &str, resource: &str| -> Vec<&PolicyRule> {
+        rules
+            .iter()
+            .filter(|r| {
+                r.api_groups.iter().flatten().any(|g| g == group)
+                    && r.resources.iter().flatten().any(|x| x == resource)
+            })
+            .collect()
+    };
+    let configurations = granting(
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+    );
+    assert_eq!(
+        configurations,
+        [&PolicyRule {
+            api_groups: Some(vec!["admissionregistration.k8s.io".into()]),
+            resources: Some(vec!["mutatingwebhookconfigurations".into()]),
+            verbs: vec!["get".into(), "create".into(), "patch".into()],
+            resource_names: Some(vec![operator::restore_webhook::CONFIGURATION.into()]),
+            ..Default::default()
+        }]
+    );
+    assert!(
+        granting(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations"
+        )
+        .is_empty()
+    );
+    let daemon_sets = granting("apps", "daemonsets");
+    assert_eq!(daemon_sets.len(), 1);
+    assert_eq!(daemon_sets[0].verbs, ["list", "watch"]);
+
+    assert!(
+        read("helm/dynamo-operator/templates/deployment.yaml")
+            .contains("- --checkpoint-restore-webhook={{ .Values.webhook.checkpointRestore }}")
+    );
+    let values: serde_yaml::Value =
+        serde_yaml::from_str(&read("helm/dynamo-operator/values.yaml")).unwrap();
+    assert_eq!(
+        values["webhook"]["checkpointRestore"],
+        serde_yaml::Value::Bool(true)
+    );
 }

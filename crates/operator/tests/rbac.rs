@@ -7,47 +7,17 @@ mod common;
 use std::time::Duration;
 
 use api::DynamoGraphDeployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 
-use common::{Operator, Spawn, deploy, eventually, install, manifest};
-
-const DEPLOY_FILES: &[&str] = &[
-    "operator/namespace.yaml",
-    "operator/serviceaccount.yaml",
-    "rbac/clusterrole.yaml",
-    "rbac/clusterrolebinding.yaml",
-    "rbac/planner-epp-clusterroles.yaml",
-];
+use common::{Operator, Spawn, eventually, manifest};
 
 #[tokio::test]
 async fn converges_with_only_the_deployed_rbac() {
     let cp = testkit::ControlPlane::shared().await;
     cp.install_crds(&api::crds()).await.unwrap();
     let admin = cp.client();
-    let objects: Vec<_> = DEPLOY_FILES.iter().flat_map(|f| deploy(f)).collect();
-    install(&admin, &objects).await;
-
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "dynamo-system");
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let token = accounts
-        .create_token_request("dynamo-operator", &PostParams::default(), &request)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token
-        .unwrap();
-    let kubeconfig = cp.dir().join("rbac-operator.kubeconfig");
-    std::fs::write(&kubeconfig, cp.token_kubeconfig("dynamo-operator", &token)).unwrap();
+    let kubeconfig = common::deployed_rbac_kubeconfig(cp, "rbac-operator.kubeconfig").await;
     let operator = Operator::spawn(
         cp,
         Spawn {

@@ -6,8 +6,9 @@
 //!   Once a DynamoCheckpoint exists it carries the restore-candidate annotations
 //!   (`nvidia.com/dynamo-checkpoint-restore-candidate: "true"`, `nvidia.com/dynamo-checkpoint-name`,
 //!   `nvidia.com/dynamo-checkpoint-startup-policy`, `nvidia.com/snapshot-target-containers`);
-//!   upstream's pod-create webhook restore-shapes the pods created after the checkpoint is
-//!   Ready. Without that webhook the pods start cold.
+//!   the operator's pod-create webhook restore-shapes each pod created while the checkpoint is
+//!   Ready ([`restore_pod`]: the metadata and pod shaping below, on the pod; the candidate
+//!   annotations stay), as upstream's does.
 //! - **`WaitForCheckpoint`**: the workload is held at zero replicas until the checkpoint is
 //!   Ready (the workload programs do that); then the template is restore-shaped
 //!   ([`Checkpoint::restore`] is set):
@@ -27,7 +28,9 @@
 //!     labels), mounted read-only on every target at `/etc/podinfo`.
 //!
 //! The targets are `targetContainerName` (default `main`), or the engines `engine-0` and
-//! `engine-1` with intra-pod failover. The restore is applied last, on the finished pod.
+//! `engine-1` with intra-pod failover; `nvidia.com/snapshot-target-containers` lists them,
+//! comma-separated ([`parse_targets`] reads it back). The restore is applied last, on the
+//! finished pod.
 
 use std::collections::BTreeMap;
 
@@ -43,8 +46,8 @@ use api::snapshot::{
 use api::v1beta1::CheckpointStartupPolicy;
 use k8s_openapi::api::core::v1::{
     Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EmptyDirVolumeSource, ExecAction,
-    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec, Probe,
-    SeccompProfile, Volume, VolumeMount,
+    ObjectFieldSelector, PersistentVolumeClaimVolumeSource, Pod, PodSecurityContext, PodSpec,
+    Probe, SeccompProfile, Volume, VolumeMount,
 };
 
 use crate::parts::env;
@@ -89,14 +92,17 @@ const RESTORE_LABELS: [&str; 3] = [
     RESTORE_TARGET_LABEL,
     CHECKPOINT_ID_LABEL,
 ];
-const RESTORE_ANNOTATIONS: [&str; 7] = [
+const RESTORE_ANNOTATIONS: [&str; 4] = [
     ARTIFACT_VERSION_ANNOTATION,
     STORAGE_TYPE_ANNOTATION,
     STORAGE_BASE_PATH_ANNOTATION,
+    TARGET_CONTAINERS_ANNOTATION,
+];
+/// The restore-candidate annotations of an `Immediate` template.
+const CANDIDATE_ANNOTATIONS: [&str; 3] = [
     labels::CHECKPOINT_RESTORE_CANDIDATE,
     labels::CHECKPOINT_NAME,
     labels::CHECKPOINT_STARTUP_POLICY,
-    TARGET_CONTAINERS_ANNOTATION,
 ];
 
 /// The pod template metadata of a checkpointed component (see the module docs): restore
@@ -108,13 +114,83 @@ pub fn metadata(
     annotations: &mut BTreeMap<String, String>,
     checkpoint: &Checkpoint,
 ) {
+    for key in CANDIDATE_ANNOTATIONS {
+        annotations.remove(key);
+    }
+    clear_restore_metadata(pod_labels, annotations);
+    if checkpoint.startup_policy == CheckpointStartupPolicy::Immediate {
+        if let Some(name) = checkpoint.name.as_deref().filter(|n| !n.is_empty()) {
+            annotations.insert(labels::CHECKPOINT_RESTORE_CANDIDATE.into(), "true".into());
+            annotations.insert(labels::CHECKPOINT_NAME.into(), name.into());
+            annotations.insert(labels::CHECKPOINT_STARTUP_POLICY.into(), "Immediate".into());
+            annotations.insert(
+                TARGET_CONTAINERS_ANNOTATION.into(),
+                checkpoint.targets.join(","),
+            );
+        }
+        return;
+    }
+    if let Some(restore) = &checkpoint.restore {
+        stamp_restore_metadata(pod_labels, annotations, &checkpoint.targets, restore);
+    }
+}
+
+/// Restore-shape `pod` as it is created: an `Immediate` component's pod, a restore candidate
+/// whose checkpoint `restore` is Ready now (the operator's pod-create webhook). The pod gets
+/// what a restoring `WaitForCheckpoint` template gets (see the module docs): the restore
+/// target metadata, replacing stale restore metadata and agent status annotations, and the pod
+/// shaping of `targets`. The restore-candidate annotations stay, as upstream's webhook leaves
+/// them.
+pub fn restore_pod(pod: &mut Pod, targets: &[String], restore: &Restore) {
+    let metadata = &mut pod.metadata;
+    let pod_labels = metadata.labels.get_or_insert_with(BTreeMap::new);
+    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+    clear_restore_metadata(pod_labels, annotations);
+    stamp_restore_metadata(pod_labels, annotations, targets, restore);
+    shape(
+        pod.spec.get_or_insert_with(PodSpec::default),
+        targets,
+        restore,
+    );
+}
+
+/// The containers `nvidia.com/snapshot-target-containers` lists, as the snapshot protocol
+/// reads it: required, comma-separated, each name trimmed, none empty or repeated.
+pub fn parse_targets(annotations: &BTreeMap<String, String>) -> Result<Vec<String>, String> {
+    let raw = annotations
+        .get(TARGET_CONTAINERS_ANNOTATION)
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| format!("missing required {TARGET_CONTAINERS_ANNOTATION} annotation"))?;
+    let mut names: Vec<String> = Vec::new();
+    for name in raw.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err(format!(
+                "empty container name in {TARGET_CONTAINERS_ANNOTATION}={raw:?}"
+            ));
+        }
+        if names.iter().any(|n| n == name) {
+            return Err(format!(
+                "duplicate container name {name:?} in {TARGET_CONTAINERS_ANNOTATION}={raw:?}"
+            ));
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
+}
+
+/// Remove restore labels and annotations and the status annotations the agent writes onto
+/// pods (the restore-candidate annotations are the caller's).
+fn clear_restore_metadata(
+    pod_labels: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+) {
     for key in RESTORE_LABELS {
         pod_labels.remove(key);
     }
     for key in RESTORE_ANNOTATIONS {
         annotations.remove(key);
     }
-    // What the agent writes onto pods never belongs on a template.
     annotations.retain(|key, _| {
         ![
             CHECKPOINT_STATUS_ANNOTATION,
@@ -124,27 +200,24 @@ pub fn metadata(
         .iter()
         .any(|status| key == status || key.strip_prefix(status).is_some_and(|r| r.starts_with('.')))
     });
-    let targets = checkpoint.targets.join(",");
-    if checkpoint.startup_policy == CheckpointStartupPolicy::Immediate {
-        if let Some(name) = checkpoint.name.as_deref().filter(|n| !n.is_empty()) {
-            annotations.insert(labels::CHECKPOINT_RESTORE_CANDIDATE.into(), "true".into());
-            annotations.insert(labels::CHECKPOINT_NAME.into(), name.into());
-            annotations.insert(labels::CHECKPOINT_STARTUP_POLICY.into(), "Immediate".into());
-            annotations.insert(TARGET_CONTAINERS_ANNOTATION.into(), targets);
-        }
-        return;
+}
+
+/// The restore target metadata of `restore` for `targets`.
+fn stamp_restore_metadata(
+    pod_labels: &mut BTreeMap<String, String>,
+    annotations: &mut BTreeMap<String, String>,
+    targets: &[String],
+    restore: &Restore,
+) {
+    pod_labels.insert(RESTORE_TARGET_LABEL.into(), "true".into());
+    if !restore.checkpoint_id.is_empty() {
+        pod_labels.insert(CHECKPOINT_ID_LABEL.into(), restore.checkpoint_id.clone());
     }
-    if let Some(restore) = &checkpoint.restore {
-        pod_labels.insert(RESTORE_TARGET_LABEL.into(), "true".into());
-        if !restore.checkpoint_id.is_empty() {
-            pod_labels.insert(CHECKPOINT_ID_LABEL.into(), restore.checkpoint_id.clone());
-        }
-        annotations.insert(
-            ARTIFACT_VERSION_ANNOTATION.into(),
-            restore.artifact_version.clone(),
-        );
-        annotations.insert(TARGET_CONTAINERS_ANNOTATION.into(), targets);
-    }
+    annotations.insert(
+        ARTIFACT_VERSION_ANNOTATION.into(),
+        restore.artifact_version.clone(),
+    );
+    annotations.insert(TARGET_CONTAINERS_ANNOTATION.into(), targets.join(","));
 }
 
 /// Restore-shape the finished pod (see the module docs); nothing unless the checkpoint
@@ -158,6 +231,11 @@ pub(crate) fn apply(spec: &mut PodSpec, checkpoint: Option<&Checkpoint>) {
     else {
         return;
     };
+    shape(spec, &checkpoint.targets, restore);
+}
+
+/// The pod shaping of a restore from `restore` into `targets` (see the module docs).
+fn shape(spec: &mut PodSpec, targets: &[String], restore: &Restore) {
     spec.security_context
         .get_or_insert_with(PodSecurityContext::default)
         .seccomp_profile = Some(SeccompProfile {
@@ -165,7 +243,7 @@ pub(crate) fn apply(spec: &mut PodSpec, checkpoint: Option<&Checkpoint>) {
         localhost_profile: Some(DEFAULT_SECCOMP_PROFILE.into()),
     });
     add_volume(spec, checkpoint_volume(&restore.storage.pvc_name));
-    for name in &checkpoint.targets {
+    for name in targets {
         let Some(container) = spec.containers.iter_mut().find(|c| &c.name == name) else {
             continue;
         };
@@ -184,8 +262,7 @@ pub(crate) fn apply(spec: &mut PodSpec, checkpoint: Option<&Checkpoint>) {
         container.args = None;
         container.startup_probe = Some(restore_startup_probe(container));
     }
-    if checkpoint
-        .targets
+    if targets
         .iter()
         .any(|t| spec.containers.iter().any(|c| &c.name == t))
     {
@@ -202,7 +279,7 @@ pub(crate) fn apply(spec: &mut PodSpec, checkpoint: Option<&Checkpoint>) {
     for container in spec
         .containers
         .iter_mut()
-        .filter(|c| checkpoint.targets.contains(&c.name))
+        .filter(|c| targets.contains(&c.name))
     {
         let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
         if !mounts.iter().any(|m| m.name == POD_INFO_VOLUME) {

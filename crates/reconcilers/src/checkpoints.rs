@@ -23,10 +23,11 @@
 //! from the checkpoint's `nvidia.com/snapshot-artifact-version` annotation, default `1`, and
 //! the artifact storage the snapshot agent's DaemonSet mounts, [`storage`]), and
 //! [`CheckpointInfo::pod`] is what `pod-render` shapes the pod template with. An `Immediate`
-//! component's template only names its checkpoint (see `pod_render::restore`). As upstream, the
-//! graph step itself does not read the storage: the Grove pathway resolves it before rendering
-//! ([`resolve_restores`]), the component pathway's DCD controller for its DCD
-//! ([`resolve_component`]).
+//! component's template only names its checkpoint (see `pod_render::restore`); the operator's
+//! pod-create webhook restores each pod created while that checkpoint is Ready, with the same
+//! restore ([`checkpoint_restore`]). As upstream, the graph step itself does not read the
+//! storage: the Grove pathway resolves it before rendering ([`resolve_restores`]), the
+//! component pathway's DCD controller for its DCD ([`resolve_component`]).
 //!
 //! **Capture pod.** The automatic checkpoint's pod template is the component's pod as
 //! `pod-render` renders it ([`capture`]), with `checkpoint.job.podTemplate` merged over it.
@@ -435,15 +436,32 @@ pub async fn resolve_restores(
     Ok(())
 }
 
-/// The restore of a Ready checkpoint `info` in `namespace`: its id (`status.checkpointID`, else
-/// the identity hash), artifact version and the storage the snapshot agent mounts (discovered
-/// once per pass, into `storage`).
+/// The restore of a Ready checkpoint `info` in `namespace`: its id ([`restore_id`]), artifact
+/// version and the storage the snapshot agent mounts (discovered once per pass, into
+/// `storage`).
 async fn restore(
     reader: &dyn Reader,
     namespace: &str,
     info: &CheckpointInfo,
     storage: &mut Option<Storage>,
 ) -> Result<Restore> {
+    let checkpoint_id = restore_id(info)?;
+    let found = match storage {
+        Some(found) => found.clone(),
+        None => storage
+            .insert(storage::discover(reader, namespace).await?)
+            .clone(),
+    };
+    Ok(Restore {
+        checkpoint_id,
+        artifact_version: info.artifact_version.clone(),
+        storage: found,
+    })
+}
+
+/// The id pods restore a Ready checkpoint `info` by: `status.checkpointID`, else the identity
+/// hash.
+fn restore_id(info: &CheckpointInfo) -> Result<String> {
     let checkpoint_id = info
         .checkpoint_id
         .clone()
@@ -456,17 +474,23 @@ async fn restore(
             info.checkpoint_name.as_deref().unwrap_or_default()
         )));
     }
-    let found = match storage {
-        Some(found) => found.clone(),
-        None => storage
-            .insert(storage::discover(reader, namespace).await?)
-            .clone(),
-    };
-    Ok(Restore {
-        checkpoint_id,
-        artifact_version: info.artifact_version.clone(),
-        storage: found,
-    })
+    Ok(checkpoint_id)
+}
+
+/// The restore of the DynamoCheckpoint `ckpt` in `namespace` for a pod created now (the
+/// pod-create webhook restores `Immediate` components' pods with it): `None` while `ckpt` is
+/// not Ready; else the id, artifact version and storage a restoring `WaitForCheckpoint`
+/// template gets (no snapshot agent storage is an error).
+pub async fn checkpoint_restore(
+    reader: &dyn Reader,
+    namespace: &str,
+    ckpt: &DynamoCheckpoint,
+) -> Result<Option<Restore>> {
+    let info = from_checkpoint(ckpt, &ComponentCheckpointConfig::default(), false);
+    if !info.ready {
+        return Ok(None);
+    }
+    Ok(Some(restore(reader, namespace, &info, &mut None).await?))
 }
 
 /// The checkpoint of `component` as its DynamoComponentDeployment in `namespace` names it (the

@@ -67,6 +67,49 @@ pub async fn install(client: &kube::Client, objects: &[DynamicObject]) {
     }
 }
 
+/// What `deploy/` installs for the operator's identity: its namespace, ServiceAccount and RBAC.
+pub const DEPLOY_RBAC_FILES: &[&str] = &[
+    "operator/namespace.yaml",
+    "operator/serviceaccount.yaml",
+    "rbac/clusterrole.yaml",
+    "rbac/clusterrolebinding.yaml",
+    "rbac/planner-epp-clusterroles.yaml",
+];
+
+/// Installs [`DEPLOY_RBAC_FILES`] and returns a kubeconfig (written as `file` in the control
+/// plane's folder) of the `dynamo-system/dynamo-operator` ServiceAccount, with a token from the
+/// TokenRequest API: an operator run with it has exactly the deployed RBAC.
+pub async fn deployed_rbac_kubeconfig(cp: &ControlPlane, file: &str) -> PathBuf {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let admin = cp.client();
+    let objects: Vec<_> = DEPLOY_RBAC_FILES.iter().flat_map(|f| deploy(f)).collect();
+    install(&admin, &objects).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "dynamo-system");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let token = accounts
+        .create_token_request(
+            "dynamo-operator",
+            &kube::api::PostParams::default(),
+            &request,
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let kubeconfig = cp.dir().join(file);
+    std::fs::write(&kubeconfig, cp.token_kubeconfig("dynamo-operator", &token)).unwrap();
+    kubeconfig
+}
+
 /// Server-side applies a v1beta1 DynamoGraphDeployment as `kubectl` would.
 pub async fn apply(client: kube::Client, ns: &str, object: &DynamicObject) {
     let ar = ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
@@ -109,6 +152,9 @@ pub struct Spawn<'a> {
     pub lease: Option<String>,
     /// Serve the conversion webhook and point the CRD at it.
     pub webhook: bool,
+    /// With `webhook`, serve the checkpoint restore webhook too and apply its cluster-wide
+    /// MutatingWebhookConfiguration (off unless a test asks: one test's operator owns it).
+    pub restore_webhook: bool,
     /// Groups of the operator's user; empty: only what RBAC binds to the user.
     pub groups: &'a [&'a str],
     pub extra_args: Vec<String>,
@@ -122,6 +168,7 @@ impl Default for Spawn<'_> {
             identity: "dynamo-operator",
             lease: None,
             webhook: false,
+            restore_webhook: false,
             groups: &["system:masters"],
             extra_args: Vec::new(),
             kubeconfig: None,
@@ -155,6 +202,10 @@ impl Operator {
                     .unwrap_or_else(|| format!("lease-{webhook_port}"))
             ))
             .arg(format!("--webhook={}", options.webhook))
+            .arg(format!(
+                "--checkpoint-restore-webhook={}",
+                options.restore_webhook
+            ))
             .args([
                 "--lease-namespace=default",
                 "--lease-duration=6",

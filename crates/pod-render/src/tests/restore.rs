@@ -9,10 +9,11 @@ use api::snapshot::{
     CONTROL_VOLUME, POD_INFO_VOLUME, RESTORE_TARGET_LABEL, TARGET_CONTAINERS_ANNOTATION,
 };
 use api::v1beta1::{CheckpointStartupPolicy, ExperimentalSpec, FailoverSpec, GpuMemoryServiceSpec};
-use k8s_openapi::api::core::v1::{ExecAction, Probe, ResourceRequirements};
+use k8s_openapi::api::core::v1::{ExecAction, Pod, Probe, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::restore::{Checkpoint, Restore, Storage, metadata};
+use crate::restore::{Checkpoint, Restore, Storage, metadata, parse_targets, restore_pod};
 
 fn ready(targets: &[&str]) -> Checkpoint {
     Checkpoint {
@@ -448,5 +449,96 @@ fn template_metadata_names_the_checkpoint() {
         metadata(&mut l, &mut a, &checkpoint);
         assert_eq!(l, want_labels, "{name}");
         assert_eq!(a, want_annotations, "{name}");
+    }
+}
+
+/// The pod-create webhook's restore of an `Immediate` candidate (upstream's
+/// `TestPodCheckpointRestoreMutatorHandle`, "ready checkpoint restore-shapes pod create", at
+/// the pod level): the pod becomes what a Ready `WaitForCheckpoint` template renders, plus the
+/// restore-candidate annotations, which stay; stale restore metadata and agent status go.
+#[test]
+fn a_created_candidate_pod_is_restored_as_a_waiting_template_is() {
+    let worker = worker_with(vec![vllm_main()]);
+    let wait = ready(&["main"]);
+    let immediate = Checkpoint {
+        startup_policy: CheckpointStartupPolicy::Immediate,
+        restore: None,
+        ..wait.clone()
+    };
+    let template = |checkpoint: &Checkpoint| {
+        let (mut labels, mut annotations) = (BTreeMap::new(), BTreeMap::new());
+        metadata(&mut labels, &mut annotations, checkpoint);
+        Pod {
+            metadata: ObjectMeta {
+                labels: Some(labels),
+                annotations: Some(annotations),
+                ..Default::default()
+            },
+            spec: Some(rendered(&worker, Some(checkpoint))),
+            status: None,
+        }
+    };
+    let mut pod = template(&immediate);
+    let pod_annotations = pod.metadata.annotations.as_mut().unwrap();
+    pod_annotations.insert("nvidia.com/snapshot-restore-status.main".into(), "x".into());
+    pod.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(CHECKPOINT_ID_LABEL.into(), "stale".into());
+    restore_pod(&mut pod, &wait.targets, wait.restore.as_ref().unwrap());
+
+    let mut want = template(&wait);
+    let want_annotations = want.metadata.annotations.as_mut().unwrap();
+    for (key, value) in [
+        ("nvidia.com/dynamo-checkpoint-restore-candidate", "true"),
+        ("nvidia.com/dynamo-checkpoint-name", "ckpt"),
+        ("nvidia.com/dynamo-checkpoint-startup-policy", "Immediate"),
+    ] {
+        want_annotations.insert(key.into(), value.into());
+    }
+    assert_eq!(pod, want);
+    // Applied twice, nothing changes.
+    let mut again = pod.clone();
+    restore_pod(&mut again, &wait.targets, wait.restore.as_ref().unwrap());
+    assert_eq!(again, pod);
+}
+
+/// `nvidia.com/snapshot-target-containers` as the snapshot protocol reads it (upstream's
+/// `TargetContainersFromAnnotations` with at least one name).
+#[test]
+fn target_containers_are_parsed_as_the_protocol_reads_them() {
+    type Row = (
+        &'static str,
+        Option<&'static str>,
+        Result<&'static [&'static str], &'static str>,
+    );
+    let rows: [Row; 7] = [
+        ("one", Some("main"), Ok(&["main"])),
+        (
+            "trimmed",
+            Some(" engine-0 , engine-1 "),
+            Ok(&["engine-0", "engine-1"]),
+        ),
+        ("missing", None, Err("missing required")),
+        ("blank", Some("  "), Err("missing required")),
+        ("empty entry", Some("main,,x"), Err("empty container name")),
+        ("trailing comma", Some("main,"), Err("empty container name")),
+        (
+            "duplicate",
+            Some("main, main"),
+            Err("duplicate container name \"main\""),
+        ),
+    ];
+    for (name, value, want) in rows {
+        let annotations: BTreeMap<String, String> = value
+            .map(|v| (TARGET_CONTAINERS_ANNOTATION.to_string(), v.to_string()))
+            .into_iter()
+            .collect();
+        match (parse_targets(&annotations), want) {
+            (Ok(got), Ok(want)) => assert_eq!(got, strings(want), "{name}"),
+            (Err(got), Err(want)) => assert!(got.contains(want), "{name}: {got}"),
+            (got, _) => panic!("{name}: {got:?}"),
+        }
     }
 }
