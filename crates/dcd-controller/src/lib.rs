@@ -218,11 +218,13 @@
 //! (its sub-component-type label names the real type).
 //!
 //! # Not rendered (yet)
-//! Upstream renders these too; no conformance manifest needs them: operator-config inputs
-//! (NATS/etcd/model-express/Prometheus env, TLS env, ingress and Istio VirtualService),
-//! checkpoint storage from operator configuration (it is discovered from the snapshot agent's
-//! DaemonSet), legacy per-replica LWS/PodGroup pruning, the Deployment lookups upstream does to
-//! keep alpha-era selectors, and HPA ownership.
+//! Every field of a component's pod is rendered or refused (`api`'s field-coverage test walks
+//! the schema). Upstream also has, outside the pod: inputs of its operator configuration file
+//! (TLS env of the infrastructure endpoints, Ingress and Istio VirtualService for frontends,
+//! checkpoint storage configured rather than discovered from the snapshot agent's DaemonSet), and
+//! what it does to graphs an older upstream operator made (legacy per-replica
+//! LeaderWorkerSet/PodGroup pruning, the Deployment lookups that keep alpha-era selectors, HPA
+//! ownership).
 
 pub mod lws;
 pub mod render;
