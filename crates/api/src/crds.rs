@@ -6,7 +6,7 @@
 //! below etcd's object size limit. CRDs this large must be installed with server-side apply
 //! (client-side `kubectl apply` stores a last-applied annotation, limited to 256 KiB).
 
-use crate::{checkpoint, dcd, scaling_adapter, v1alpha1, v1beta1};
+use crate::{checkpoint, dcd, scaling_adapter, v1alpha1, v1beta1, worker_metadata};
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerBehavior, MetricSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMapKeySelector, Container, EnvVar, PodSpec, PodTemplateSpec, Probe, ResourceClaim,
@@ -66,7 +66,8 @@ impl Default for ConversionWebhookConfig {
 
 /// Every CRD this operator installs: DynamoGraphDeployment (v1beta1 storage + v1alpha1, with
 /// the default conversion webhook), DynamoComponentDeployment,
-/// DynamoGraphDeploymentScalingAdapter and DynamoCheckpoint.
+/// DynamoGraphDeploymentScalingAdapter, DynamoCheckpoint and DynamoWorkerMetadata (written by
+/// workers for Kubernetes discovery).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     crds_with(&ConversionWebhookConfig::default())
 }
@@ -78,6 +79,7 @@ pub fn crds_with(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinit
         lean(dcd::DynamoComponentDeployment::crd()),
         lean(scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd()),
         lean(checkpoint::DynamoCheckpoint::crd()),
+        lean(worker_metadata::DynamoWorkerMetadata::crd()),
     ]
 }
 

@@ -3,7 +3,8 @@
 //! - [`v1beta1`]: `DynamoGraphDeployment` (storage version) and the component spec.
 //! - [`v1alpha1`]: the older `DynamoGraphDeployment` shape, served and converted
 //!   ([`conversion`]).
-//! - [`dcd`], [`scaling_adapter`], [`checkpoint`]: the other Dynamo kinds.
+//! - [`dcd`], [`scaling_adapter`], [`checkpoint`]: the other Dynamo kinds the operator
+//!   reconciles; [`worker_metadata`]: the discovery kind workers write (CRD only).
 //! - [`grove`]: client types for Grove's `PodCliqueSet`, `PodClique` and
 //!   `PodCliqueScalingGroup` (installed from Grove's own CRDs, never from these types).
 //! - [`validate()`]: the checks reconcilers run before acting on a spec; [`metadata`]:
@@ -42,6 +43,7 @@ pub mod v1alpha1;
 pub mod v1beta1;
 pub mod validate;
 pub mod worker_hash;
+pub mod worker_metadata;
 
 pub use checkpoint::{DynamoCheckpoint, DynamoCheckpointSpec, DynamoCheckpointStatus};
 pub use common::{BackendFramework, ComponentKind, DgdState};

@@ -151,4 +151,129 @@ async fn converges_with_only_the_deployed_rbac() {
         operator.ready()
     })
     .await;
+
+    worker_registers_its_discovery_metadata(cp, ns.name(), "vllm-agg").await;
+}
+
+/// A worker of `graph` does what the Dynamo runtime does for Kubernetes discovery, with a token
+/// of the graph's discovery ServiceAccount (which its pods run as): it applies its
+/// DynamoWorkerMetadata (`<pod>-<container>`, owned by its Pod, field manager `dynamo-worker`),
+/// updates it, lists and watches the others and reads EndpointSlices. Other namespaces stay out
+/// of reach, and the object goes with its Pod.
+async fn worker_registers_its_discovery_metadata(
+    cp: &testkit::ControlPlane,
+    ns: &str,
+    graph: &str,
+) {
+    use api::worker_metadata::{DynamoWorkerMetadata, DynamoWorkerMetadataSpec};
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    let admin = cp.client();
+    let account = format!("{graph}-k8s-service-discovery");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), ns);
+    let lp = kube::api::ListParams::default().labels(&format!(
+        "nvidia.com/dynamo-graph-deployment-name={graph},nvidia.com/dynamo-component=VllmDecodeWorker"
+    ));
+    let pod = pods
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .next()
+        .expect("a worker pod");
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.service_account_name.as_deref(),
+        Some(account.as_str()),
+        "worker pods run as the discovery account"
+    );
+
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), ns)
+        .create_token_request(
+            &account,
+            &kube::api::PostParams::default(),
+            &TokenRequest::default(),
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token
+        .unwrap();
+    let worker = cp.token_client(&account, &token);
+    let metadata: Api<DynamoWorkerMetadata> = Api::namespaced(worker.clone(), ns);
+    let pod_name = pod.metadata.name.clone().unwrap();
+    let name = format!("{pod_name}-main");
+    let object = |instance: u64| {
+        let mut object = DynamoWorkerMetadata::new(
+            &name,
+            DynamoWorkerMetadataSpec {
+                data: serde_json::json!({
+                    "endpoints": {format!("{ns}/backend/generate"): {
+                        "type": "Endpoint", "namespace": ns, "component": "backend",
+                        "endpoint": "generate", "instance_id": instance,
+                    }},
+                    "model_cards": {},
+                }),
+            },
+        );
+        object.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: pod_name.clone(),
+            uid: pod.metadata.uid.clone().unwrap(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        }]);
+        object
+    };
+    let apply = PatchParams::apply("dynamo-worker").force();
+    for instance in [1, 2] {
+        metadata
+            .patch(&name, &apply, &Patch::Apply(&object(instance)))
+            .await
+            .unwrap_or_else(|e| panic!("the worker cannot apply its metadata: {e}"));
+    }
+    let listed = metadata.list(&Default::default()).await.unwrap();
+    let mine = listed
+        .items
+        .iter()
+        .find(|m| m.metadata.name.as_deref() == Some(name.as_str()))
+        .unwrap();
+    assert_eq!(
+        mine.spec.data["endpoints"][format!("{ns}/backend/generate")]["instance_id"],
+        2
+    );
+    let _events = metadata
+        .watch(&kube::api::WatchParams::default().timeout(1), "0")
+        .await
+        .expect("the worker can watch metadata");
+    Api::<EndpointSlice>::namespaced(worker.clone(), ns)
+        .list(&Default::default())
+        .await
+        .expect("the worker can read EndpointSlices");
+
+    let elsewhere = cp.namespace().await;
+    let foreign: Api<DynamoWorkerMetadata> = Api::namespaced(worker, elsewhere.name());
+    match foreign
+        .patch(&name, &apply, &Patch::Apply(&object(3)))
+        .await
+    {
+        Err(kube::Error::Api(e)) if e.code == 403 => {}
+        other => panic!("another namespace must be forbidden, got {other:?}"),
+    }
+
+    // Garbage collection removes the metadata with its Pod (the runtime relies on it).
+    pods.delete(&pod_name, &Default::default()).await.unwrap();
+    let as_admin: Api<DynamoWorkerMetadata> = Api::namespaced(admin, ns);
+    eventually(
+        "the metadata goes with its Pod",
+        Duration::from_secs(120),
+        || async { as_admin.get_opt(&name).await.unwrap().is_none() },
+    )
+    .await;
 }

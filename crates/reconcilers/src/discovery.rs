@@ -6,7 +6,8 @@
 //! - ServiceAccount `<dgd>-k8s-service-discovery`;
 //! - Role `<dgd>-k8s-service-discovery-role`: get/list/watch `endpoints` and `pods`, get/list/watch
 //!   `discovery.k8s.io` `endpointslices`, and create/get/list/watch/update/patch/delete
-//!   `nvidia.com` `dynamoworkermetadatas`;
+//!   `nvidia.com` `dynamoworkermetadatas` (the CRD the operator ships, `api::worker_metadata`;
+//!   each worker applies its own, owned by its Pod);
 //! - RoleBinding `<dgd>-k8s-service-discovery-binding` of the Role to the ServiceAccount.
 //!
 //! The ServiceAccount also runs checkpoint capture pods. Turning discovery off leaves existing

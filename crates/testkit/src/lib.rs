@@ -543,6 +543,12 @@ impl ControlPlane {
         pki::kubeconfig(&self.server, self.ca.cert_pem(), user, &cred)
     }
 
+    /// A client authenticating with a bearer `token` (e.g. a ServiceAccount token from the
+    /// TokenRequest API): it can do only what RBAC grants that account.
+    pub fn token_client(&self, name: &str, token: &str) -> Client {
+        client_from(&self.token_kubeconfig(name, token)).expect("kubeconfig is valid")
+    }
+
     /// A kubeconfig (YAML) authenticating with a bearer `token` (e.g. a ServiceAccount token
     /// from the TokenRequest API, to run something with exactly that account's RBAC).
     pub fn token_kubeconfig(&self, name: &str, token: &str) -> String {
