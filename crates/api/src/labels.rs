@@ -121,7 +121,14 @@ pub const DYNAMO_BASE_MODEL: &str = "nvidia.com/dynamo-base-model";
 /// labels them; the `app.kubernetes.io/managed-by` label of other children is a different key).
 pub const MANAGED_BY: &str = "nvidia.com/managed-by";
 /// Value of [`MANAGED_BY`].
-pub const MANAGED_BY_DYNAMO_OPERATOR: &str = "dynamo-operator";
+pub const MANAGED_BY_DYNAMO_OPERATOR: &str = OPERATOR_NAME;
+/// The operator's name: its own field manager, event reporter, `app.kubernetes.io/name` of the
+/// objects it makes for itself, and the managed-by label values of its children.
+pub const OPERATOR_NAME: &str = "dynamo-operator";
+/// Label (Kubernetes recommended): the application's name.
+pub const APP_NAME: &str = "app.kubernetes.io/name";
+/// Label (Kubernetes recommended): the tool that manages the object ([`OPERATOR_NAME`] on ours).
+pub const APP_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Prefix of the headless model Service's name: `dynamo-model-<`[`base_model_hash`]`>`.
 pub const MODEL_SERVICE_PREFIX: &str = "dynamo-model-";
 /// Label (user, ServiceAccounts): `"true"` marks the account pods of the component pathway run as

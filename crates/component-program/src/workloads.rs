@@ -61,10 +61,10 @@ use reconcilers::naming;
 use reconcilers::restart::RestartStamps;
 use reconcilers::rollout::WorkerGeneration;
 
-/// Field manager of the DCDs this step applies.
-pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
 /// Annotation: digest of the DCD body last applied.
 pub use api::labels::LAST_APPLIED_HASH;
+/// Field manager of the DCDs this step applies: the graph's.
+pub use reconcilers::child::FIELD_MANAGER;
 /// Failure reason of the workloads step (upstream's default failure reason).
 pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
 /// Event: a DCD was created.

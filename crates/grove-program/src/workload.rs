@@ -46,10 +46,10 @@ use sha2::{Digest, Sha256};
 use crate::readiness::{self, Child, ComponentReadiness, Readiness};
 use crate::resolve::{self, Resolver};
 
-/// Field manager of the PodCliqueSet.
-pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
 /// Annotation: digest of the PodCliqueSet body last applied.
-pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
+pub use api::labels::LAST_APPLIED_HASH;
+/// Field manager of the PodCliqueSet: the graph's.
+pub use reconcilers::child::FIELD_MANAGER;
 /// Failure reason of the workload step (upstream's default failure reason).
 pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
 /// Event: the PodCliqueSet was created.

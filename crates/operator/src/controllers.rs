@@ -76,7 +76,7 @@ use crate::optional_apis;
 use crate::triggers::{self, ControllerName};
 
 /// The field manager of the DGD controller (status and children).
-pub const DGD_MANAGER: &str = "dynamo-operator/dgd";
+pub const DGD_MANAGER: &str = reconcilers::child::FIELD_MANAGER;
 /// The field manager of the DCD controller.
 pub const DCD_MANAGER: &str = dcd_controller::FIELD_MANAGER;
 /// The field manager of the scaling adapter controller (DCD and Grove replicas, adapter status).
@@ -392,7 +392,7 @@ pub fn build(
     served: Served,
 ) -> anyhow::Result<Vec<BoxFuture<'static, ()>>> {
     let reporter = Reporter {
-        controller: "dynamo-operator".into(),
+        controller: api::labels::OPERATOR_NAME.into(),
         instance: Some(args.identity()),
     };
     let publisher = kit::events::Publisher::new(client.clone(), reporter).with_cache(cache);

@@ -126,7 +126,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
             .with_duration(args.lease_duration)
             .with_grace(args.lease_duration.div_ceil(3).max(1))
             .with_create_mode(LeaseCreateMode::AutoCreate)
-            .with_field_manager("dynamo-operator")
+            .with_field_manager(api::labels::OPERATOR_NAME)
             .build();
         let Some(manager) = until(&shutdown, manager).await else {
             tasks.stop(None).await;

@@ -79,7 +79,7 @@ pub const STAMP_LABELS: [&str; 3] = [
     labels::SELECTOR,
 ];
 /// The field manager of the configuration.
-const FIELD_MANAGER: &str = "dynamo-operator";
+const FIELD_MANAGER: &str = api::labels::OPERATOR_NAME;
 
 /// What the webhook answers for one pod.
 #[derive(Debug, PartialEq)]
@@ -309,8 +309,8 @@ pub fn configuration(
             name: Some(CONFIGURATION.into()),
             labels: Some(
                 [(
-                    "app.kubernetes.io/name".to_string(),
-                    "dynamo-operator".to_string(),
+                    api::labels::APP_NAME.to_string(),
+                    api::labels::OPERATOR_NAME.to_string(),
                 )]
                 .into(),
             ),

@@ -758,13 +758,114 @@ mod tests {
         assert_eq!(f.check(&secret("e30K"), false), Some(Reason::Deleted));
     }
 
-    #[test]
-    fn every_row_has_valid_pointers() {
-        for t in TRIGGERS {
-            for f in t.fields {
-                assert!(f.starts_with('/'), "{f} in {}", t.kind);
+    /// The unescaped segments of an RFC 6901 pointer, or why it is not one.
+    fn segments(pointer: &str) -> Result<Vec<String>, String> {
+        let rest = pointer.strip_prefix('/').ok_or("does not start with '/'")?;
+        rest.split('/')
+            .map(|raw| {
+                if raw.is_empty() {
+                    return Err("has an empty segment".to_string());
+                }
+                let mut out = String::new();
+                let mut chars = raw.chars();
+                while let Some(c) = chars.next() {
+                    match (c, c == '~') {
+                        (_, false) => out.push(c),
+                        (_, true) => match chars.next() {
+                            Some('0') => out.push('~'),
+                            Some('1') => out.push('/'),
+                            _ => return Err(format!("bad escape in {raw:?}")),
+                        },
+                    }
+                }
+                Ok(out)
+            })
+            .collect()
+    }
+
+    /// Whether `path` exists in the CRD schema of `kind` (`group/version/Kind`, ours only).
+    fn in_crd_schema(kind: &str, path: &[String]) -> bool {
+        let (group_version, kind) = kind.rsplit_once('/').unwrap();
+        let version = group_version.rsplit_once('/').unwrap().1;
+        let crd = api::crds()
+            .into_iter()
+            .find(|c| c.spec.names.kind == kind)
+            .unwrap_or_else(|| panic!("no CRD for {kind}"));
+        let v = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.name == version)
+            .unwrap();
+        let mut node =
+            serde_json::to_value(&v.schema.as_ref().unwrap().open_api_v3_schema).unwrap();
+        for segment in path {
+            let next = node
+                .pointer(&format!(
+                    "/properties/{}",
+                    segment.replace('~', "~0").replace('/', "~1")
+                ))
+                .cloned();
+            match next {
+                Some(n) => node = n,
+                None => return false,
             }
         }
+        true
+    }
+
+    /// Every field is an RFC 6901 pointer into the object's top-level fields; metadata
+    /// pointers name the generation, the deletion, all labels or annotations, or one valid
+    /// label/annotation key; for our own
+    /// kinds the field exists in the CRD schema of the watched version.
+    #[test]
+    fn every_row_has_valid_pointers() {
+        const TOP: &[&str] = &[
+            "metadata", "spec", "status", "data", "rules", "roleRef", "subjects",
+        ];
+        for t in TRIGGERS {
+            for f in t.fields {
+                let at = || format!("{f} in the {} row of {:?}", t.kind, t.controller);
+                let path = segments(f).unwrap_or_else(|e| panic!("{}: {e}", at()));
+                assert!(
+                    TOP.contains(&path[0].as_str()),
+                    "{}: unknown top-level field",
+                    at()
+                );
+                if path[0] == "metadata" {
+                    match (path.get(1).map(String::as_str), path.get(2), path.len()) {
+                        (
+                            Some("generation" | "deletionTimestamp" | "labels" | "annotations"),
+                            None,
+                            2,
+                        ) => {}
+                        (Some("labels"), Some(key), 3) => {
+                            let problems = api::metadata::label_key_problems(key);
+                            assert!(problems.is_none(), "{}: {problems:?}", at());
+                        }
+                        (Some("annotations"), Some(key), 3) => {
+                            let problems = api::metadata::annotation_key_problems(key);
+                            assert!(problems.is_none(), "{}: {problems:?}", at());
+                            assert!(key.contains('/'), "{}: a prefixed key, escaped `~1`", at());
+                        }
+                        _ => panic!("{}: not a metadata field a trigger can watch", at()),
+                    }
+                } else if t.kind.starts_with("nvidia.com/") {
+                    assert!(
+                        in_crd_schema(t.kind, &path),
+                        "{}: not in the CRD schema",
+                        at()
+                    );
+                }
+            }
+        }
+        assert!(
+            segments("/metadata/annotations/nvidia.com/x")
+                .unwrap()
+                .len()
+                == 4
+        );
+        assert!(segments("/a/~2").is_err() && segments("a").is_err() && segments("/a//b").is_err());
     }
 
     #[test]

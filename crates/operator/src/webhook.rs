@@ -182,8 +182,8 @@ pub async fn tls_from_secret(
                     name: Some(secret.to_string()),
                     labels: Some(
                         [(
-                            "app.kubernetes.io/name".to_string(),
-                            "dynamo-operator".to_string(),
+                            api::labels::APP_NAME.to_string(),
+                            api::labels::OPERATOR_NAME.to_string(),
                         )]
                         .into(),
                     ),

@@ -30,7 +30,7 @@ pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
 const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
 
 /// Label value of `app.kubernetes.io/managed-by` on objects this operator creates.
-pub const MANAGED_BY: &str = "dynamo-operator";
+pub const MANAGED_BY: &str = api::labels::OPERATOR_NAME;
 
 /// The controller owner reference of a DGD's children (garbage collection removes them with it).
 pub fn owner_reference(dgd: &DynamoGraphDeployment) -> Result<OwnerReference> {

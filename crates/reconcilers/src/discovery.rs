@@ -109,14 +109,14 @@ pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, Role
     let mut labels = naming::graph_labels(&dgd_name);
     labels.extend(BTreeMap::from([
         (
-            "app.kubernetes.io/managed-by".to_string(),
+            api::labels::APP_MANAGED_BY.to_string(),
             MANAGED_BY.to_string(),
         ),
         (
             "app.kubernetes.io/component".to_string(),
             "rbac".to_string(),
         ),
-        ("app.kubernetes.io/name".to_string(), account.clone()),
+        (api::labels::APP_NAME.to_string(), account.clone()),
     ]));
     let role_name = format!("{account}-role");
     let rule = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {

@@ -141,14 +141,14 @@ impl RbacReconciler {
 pub fn render(namespace: &str, account: &str, cluster_role: &str) -> (ServiceAccount, RoleBinding) {
     let labels = BTreeMap::from([
         (
-            "app.kubernetes.io/managed-by".to_string(),
+            api::labels::APP_MANAGED_BY.to_string(),
             MANAGED_BY.to_string(),
         ),
         (
             "app.kubernetes.io/component".to_string(),
             "rbac".to_string(),
         ),
-        ("app.kubernetes.io/name".to_string(), account.to_string()),
+        (api::labels::APP_NAME.to_string(), account.to_string()),
     ]);
     let meta = |name: String| ObjectMeta {
         name: Some(name),

@@ -134,7 +134,7 @@ impl SshKeyReconciler {
                 name: Some(name.to_string()),
                 namespace: Some(namespace.to_string()),
                 labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_string(),
+                    api::labels::APP_MANAGED_BY.to_string(),
                     MANAGED_BY.to_string(),
                 )])),
                 ..Default::default()

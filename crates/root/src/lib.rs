@@ -51,14 +51,13 @@ use api::grove::PodCliqueSet;
 use api::labels;
 use api::validate::{ValidationContext, validate_with};
 use api::{
-    DgdState, DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentStatus,
-    InvalidSpec, Provider,
+    DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentStatus, InvalidSpec,
+    Provider,
 };
 use async_trait::async_trait;
 use component_program::ComponentProgram;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::child::is_controlled_by;
-use kit::conditions::{self, READY, Status};
 use kit::served::Served;
 use kit::{OrFail, Outcome, Patch, Reader, ReaderExt, Reconciled, Selector, Writer, WriterExt};
 use kube::ResourceExt;
@@ -72,8 +71,6 @@ pub const REASON_UNSUPPORTED_PROVIDER: &str = "unsupported_workload_provider";
 pub const REASON_PROVIDER_UNAVAILABLE: &str = "selected_workload_provider_unavailable";
 /// Ready reason: recording the provider failed.
 pub const REASON_RECORD_PROVIDER_FAILED: &str = "failed_to_record_workload_provider";
-/// Ready reason of grove-selected graphs until the grove program exists.
-pub const REASON_GROVE_NOT_IMPLEMENTED: &str = "GroveProgramNotImplemented";
 
 /// Why a reconcile did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -107,9 +104,6 @@ pub enum Error {
     /// The grove program failed.
     #[error(transparent)]
     Grove(#[from] grove_program::Error),
-    /// Another program failed.
-    #[error(transparent)]
-    Program(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A workload program: invoked once per reconcile, returns the complete desired status.
@@ -143,33 +137,6 @@ impl Program for grove_program::GroveProgram {
         grove_program::GroveProgram::reconcile(self, dgd)
             .await
             .map_err(|failed| Box::new(failed.map_err(Error::Grove)))
-    }
-}
-
-/// A placeholder grove program (e.g. for tests of the component pathway): `Ready=False`, reason
-/// `GroveProgramNotImplemented`, state pending, nothing written.
-pub struct GroveNotImplemented;
-
-#[async_trait]
-impl Program for GroveNotImplemented {
-    async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-    ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
-        let generation = dgd.metadata.generation.unwrap_or_default();
-        let mut out = Outcome::new(seeded(dgd));
-        out.status.state = DgdState::Pending;
-        conditions::set(
-            &mut out.status.conditions,
-            conditions::new(
-                READY,
-                Status::False,
-                REASON_GROVE_NOT_IMPLEMENTED,
-                "the grove workload program is not available in this operator version",
-                generation,
-            ),
-        );
-        Ok(out)
     }
 }
 
@@ -415,12 +382,14 @@ impl Root {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use api::DgdState;
     use api::v1beta1::{MAIN_CONTAINER_NAME, ProviderOverride};
     use api::{ComponentType, DynamoComponentDeployment, DynamoComponentDeploymentSharedSpec};
     use component_program::{ComponentConfig, ComponentProgram};
     use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kit::Retry;
+    use kit::conditions::READY;
     use kit::conditions::find;
     use kit::run::{RunError, finish};
     use kit::testing::{Double, Verb};
@@ -470,6 +439,15 @@ mod tests {
         }
     }
 
+    /// The real grove program on the double.
+    fn grove(d: &Double) -> Arc<dyn Program> {
+        Arc::new(grove_program::GroveProgram::new(
+            d.reader(),
+            d.writer(),
+            grove_program::GroveConfig::default(),
+        ))
+    }
+
     fn root(d: &Double, pod_clique_sets: bool) -> Root {
         let program = ComponentProgram::new(d.reader(), d.writer(), ComponentConfig::default());
         let served = if pod_clique_sets {
@@ -477,13 +455,7 @@ mod tests {
         } else {
             Served::new()
         };
-        Root::new(
-            d.reader(),
-            d.writer(),
-            Arc::new(program),
-            Arc::new(GroveNotImplemented),
-            served,
-        )
+        Root::new(d.reader(), d.writer(), Arc::new(program), grove(d), served)
     }
 
     fn stored(d: &Double) -> DynamoGraphDeployment {
@@ -786,7 +758,19 @@ mod tests {
         d.insert(graph(&[(labels::ENABLE_GROVE, "true")]));
         pass(&d, &root(&d, true)).await.unwrap();
         assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
-        assert_eq!(ready(&d).1, REASON_GROVE_NOT_IMPLEMENTED);
+        let sets = d.objects::<PodCliqueSet>();
+        assert_eq!(
+            sets.len(),
+            1,
+            "the grove program renders the graph's PodCliqueSet"
+        );
+        let uid = stored(&d).metadata.uid.unwrap();
+        assert!(is_controlled_by(&sets[0].metadata, &uid));
+        assert_eq!(
+            ready(&d).0,
+            "False",
+            "not Ready until Grove reports the set available"
+        );
         assert_eq!(stored(&d).status.unwrap().state, DgdState::Pending);
         assert!(d.objects::<DynamoComponentDeployment>().is_empty());
     }
@@ -1005,7 +989,7 @@ mod tests {
             d.reader(),
             d.writer(),
             Arc::new(program),
-            Arc::new(GroveNotImplemented),
+            grove(&d),
             served.clone(),
         );
         pass(&d, &root).await.unwrap_err();
@@ -1013,6 +997,6 @@ mod tests {
         served.set(&kit::object::resource::<PodCliqueSet>(), true);
         pass(&d, &root).await.unwrap();
         assert_eq!(stored(&d).annotations()[labels::WORKLOAD_PROVIDER], "grove");
-        assert_eq!(ready(&d).1, REASON_GROVE_NOT_IMPLEMENTED);
+        assert_eq!(d.objects::<PodCliqueSet>().len(), 1);
     }
 }

@@ -33,7 +33,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Client, ResourceExt};
 use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
-use root::{GroveNotImplemented, Root};
+use root::Root;
 use testkit::ControlPlane;
 
 /// The identity (and field manager) of the test operator.
@@ -337,11 +337,17 @@ impl Parts {
         }
         let reader: Arc<dyn kit::Reader> = Arc::new(cache.clone());
         let program = ComponentProgram::new(reader.clone(), writer.clone(), config);
+        // Nothing serves Grove here, so no graph selects it; the real program stands ready.
+        let grove = grove_program::GroveProgram::new(
+            reader.clone(),
+            writer.clone(),
+            grove_program::GroveConfig::default(),
+        );
         let root = Root::new(
             reader,
             writer.clone(),
             Arc::new(program),
-            Arc::new(GroveNotImplemented),
+            Arc::new(grove),
             kit::served::Served::new(),
         );
         Parts {
