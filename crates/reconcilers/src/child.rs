@@ -185,6 +185,35 @@ pub(crate) async fn delete_observed<K: Kind>(writer: &dyn Writer, object: &K) ->
     Ok(())
 }
 
+/// Delete the child `name` of kind `K` that `dgd` no longer needs, if it exists and `dgd`
+/// controls it (an object someone else made under that name is left alone), with the uid it
+/// was read with as precondition; queue the `<Kind>Deleted` event.
+pub(crate) async fn prune<K: Kind>(
+    reader: &dyn Reader,
+    writer: &dyn Writer,
+    dgd: &DynamoGraphDeployment,
+    name: &str,
+    events: &mut Vec<Event>,
+) -> Result<()> {
+    use kit::ReaderExt;
+    let ns = dgd.namespace();
+    let kind = K::kind(&());
+    let observed: Option<K> =
+        reader
+            .get(ns.as_deref(), name)
+            .await
+            .map_err(Error::api(format!(
+                "get {kind} {}",
+                key(ns.as_deref(), name)
+            )))?;
+    let Some(observed) = observed.filter(|o| is_controlled_by(o.meta(), dgd)) else {
+        return Ok(());
+    };
+    delete_observed(writer, &observed).await?;
+    record_deleted(events, &kind, ns.as_deref(), name);
+    Ok(())
+}
+
 /// Whether a read or write failed because the kind is not served (HTTP 404). An unserved API
 /// group answers `404 page not found` without a Status body, which the capability error does
 /// not classify as NotFound, so both forms count.

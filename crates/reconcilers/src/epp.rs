@@ -11,6 +11,11 @@
 //!   port 8000, with the EPP Service (`naming::dcd_name(dgd, epp, None)`, gRPC
 //!   port 9002) as its endpoint picker.
 //!
+//! The ConfigMap is deleted when the graph no longer needs it (the EPP component is gone or
+//! no longer carries an inline config). The InferencePool of a graph whose EPP component is
+//! gone stays until the graph is deleted: InferencePools are not watched, so finding it would
+//! cost every graph a live read on every reconcile.
+//!
 //! When the cluster does not serve the InferencePool API the step fails with a message saying
 //! so (install the Gateway API Inference Extension CRDs); it is retried, so installing them
 //! later heals the graph.
@@ -65,22 +70,33 @@ impl EppReconciler {
         Self { reader, writer }
     }
 
-    /// Ensure the EPP resources when the graph has an EPP component.
+    /// Ensure the EPP resources when the graph has an EPP component; delete the graph's EPP
+    /// ConfigMap when nothing needs it (no EPP component, or one without an inline config).
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         events: &mut Vec<Event>,
     ) -> Result<()> {
-        let Some(epp) = dgd.spec.epp_component() else {
-            return Ok(());
+        let config_map = match dgd.spec.epp_component() {
+            Some(epp) => render_config_map(dgd, epp)?,
+            None => None,
         };
         let ns = dgd.namespace();
         let ns = ns.as_deref();
         let owned = Ownership::ControlledBy(dgd);
-        if let Some(cm) = render_config_map(dgd, epp)? {
-            let e = child::ensure(&*self.reader, &*self.writer, &cm, owned).await?;
-            child::record(events, e, "ConfigMap", ns, &cm.name_any());
+        match &config_map {
+            Some(cm) => {
+                let e = child::ensure(&*self.reader, &*self.writer, cm, owned).await?;
+                child::record(events, e, "ConfigMap", ns, &cm.name_any());
+            }
+            None => {
+                let name = naming::epp_config_map_name(&dgd.name_any());
+                child::prune::<ConfigMap>(&*self.reader, &*self.writer, dgd, &name, events).await?;
+            }
         }
+        let Some(epp) = dgd.spec.epp_component() else {
+            return Ok(());
+        };
         let pool = render_inference_pool(dgd, epp)?;
         let e = child::ensure_dynamic(
             &*self.reader,
@@ -308,6 +324,36 @@ mod tests {
             .await
             .unwrap();
         assert!(d.writes().is_empty());
+    }
+
+    /// The inline config's ConfigMap goes when the EPP switches to the native form or goes
+    /// away; one the graph does not control stays.
+    #[tokio::test]
+    async fn a_config_map_no_longer_needed_is_deleted_and_a_foreign_one_kept() {
+        let d = Double::new();
+        let g = graph(&d, Some(inline()));
+        let r = EppReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        let mut native = g.clone();
+        native.spec.components[0].epp_config = None;
+        let mut events = Vec::new();
+        r.reconcile(&native, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ConfigMapDeleted"]);
+        assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none());
+        d.clear_writes();
+        r.reconcile(&native, &mut Vec::new()).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+
+        let mut foreign = ConfigMap::default();
+        foreign.metadata.name = Some("g-epp-config".into());
+        foreign.metadata.namespace = Some("ns".into());
+        d.insert(foreign);
+        let mut without = g.clone();
+        without.spec.components.remove(0);
+        let mut events = Vec::new();
+        r.reconcile(&without, &mut events).await.unwrap();
+        assert!(events.is_empty());
+        assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_some());
     }
 
     #[tokio::test]

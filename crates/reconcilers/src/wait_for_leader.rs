@@ -7,7 +7,8 @@
 //! `LEADER_HOST` and `LEADER_PORT` set (`pod_render::multinode::vllm`). The script
 //! waits until the leader's pod is Running and not terminating (asked of the Kubernetes API with
 //! the pod's service account; when the API cannot be asked, TCP alone decides) and its port
-//! accepts connections, reporting progress every 30 seconds.
+//! accepts connections, reporting progress every 30 seconds. A graph with no multinode component
+//! left has its ConfigMap deleted.
 
 use std::sync::Arc;
 
@@ -94,14 +95,16 @@ impl WaitForLeaderReconciler {
         Self { reader, writer }
     }
 
-    /// Ensure the ConfigMap when any component is multinode.
+    /// Ensure the ConfigMap when any component is multinode; delete it when none is.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         events: &mut Vec<Event>,
     ) -> Result<()> {
         if !dgd.spec.has_multinode_component() {
-            return Ok(());
+            let name = naming::wait_leader_config_map_name(&dgd.name_any());
+            return child::prune::<ConfigMap>(&*self.reader, &*self.writer, dgd, &name, events)
+                .await;
         }
         let cm = render(dgd)?;
         let e = child::ensure(
@@ -174,6 +177,26 @@ mod tests {
         assert_eq!(reasons(&events), ["ConfigMapUpdated"]);
         let cm: ConfigMap = d.object(Some("ns"), "g-wait-leader-script").unwrap();
         assert_eq!(cm.data.unwrap()[SCRIPT_KEY], SCRIPT);
+    }
+
+    #[tokio::test]
+    async fn deleted_when_no_component_is_multinode_any_more() {
+        let d = Double::new();
+        let g = multinode(&d);
+        let r = WaitForLeaderReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        let mut single = g.clone();
+        single.spec.components[0].multinode = None;
+        let mut events = Vec::new();
+        r.reconcile(&single, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["ConfigMapDeleted"]);
+        assert!(
+            d.object::<ConfigMap>(Some("ns"), "g-wait-leader-script")
+                .is_none()
+        );
+        d.clear_writes();
+        r.reconcile(&single, &mut Vec::new()).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
     }
 
     #[tokio::test]
