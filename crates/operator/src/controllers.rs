@@ -29,7 +29,7 @@
 //! gets `Ready=False UnreadableObject` with a Warning event (`kit::unreadable`).
 //!
 //! Optional kinds (LeaderWorkerSet, Grove's PodCliqueSet, PodClique and PodCliqueScalingGroup,
-//! `resource.k8s.io/v1` ResourceClaimTemplate) are registered whether or not the cluster serves
+//! InferencePool, `resource.k8s.io/v1` ResourceClaimTemplate) are registered whether or not the cluster serves
 //! them, each watched only while served ([`kit::cache::Cache::watch_while_served`]); the shared
 //! [`kit::served::Served`] set comes from discovery at start-up and then follows the CRDs and
 //! the DRA APIService ([`crate::optional_apis`]), so an API installed or removed while the
@@ -68,6 +68,7 @@ use kit::events::Reporter;
 use kit::run::Runner;
 use kit::served::Served;
 use kit::{EventSink, Reader, Reconciled, StatusWriter, Writer};
+use reconcilers::epp::InferencePool;
 use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 
 use crate::cli::RunArgs;
@@ -501,6 +502,7 @@ fn dgd_controller(
     w.watch::<DaemonSet>(Scope::Labelled(api::snapshot::AGENT_SELECTOR))?;
     // Optional kinds: watched while served.
     w.watch_optional::<ResourceClaimTemplate>(Scope::Graph)?;
+    w.watch_optional::<InferencePool>(Scope::Graph)?;
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
     w.watch_optional::<PodClique>(Scope::Graph)?;
     w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
@@ -542,6 +544,7 @@ fn dgd_controller(
     )
     .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<InferencePool>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
     .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
     .watches_shared_stream(

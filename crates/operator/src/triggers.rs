@@ -224,6 +224,13 @@ pub const TRIGGERS: &[Trigger] = &[
     },
     Trigger {
         controller: ControllerName::Dgd,
+        kind: "inference.networking.k8s.io/v1/InferencePool",
+        fields: &["/spec"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "the graph's InferencePool of an `epp` component (label-selected watch; only when the InferencePool API is served): spec drift is restored, a deleted one recreated, and one a graph without an `epp` component still controls is found here and deleted",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
         kind: "v1/Secret",
         fields: &["/data"],
         enqueue: Enqueue::Namespace,

@@ -11,10 +11,9 @@
 //!   port 8000, with the EPP Service (`naming::dcd_name(dgd, epp, None)`, gRPC
 //!   port 9002) as its endpoint picker.
 //!
-//! The ConfigMap is deleted when the graph no longer needs it (the EPP component is gone or
-//! no longer carries an inline config). The InferencePool of a graph whose EPP component is
-//! gone stays until the graph is deleted: InferencePools are not watched, so finding it would
-//! cost every graph a live read on every reconcile.
+//! What the graph no longer needs is deleted: the ConfigMap when the EPP component is gone or
+//! no longer carries an inline config, the InferencePool when the EPP component is gone (found
+//! in the operator's label-selected InferencePool watch, which also restores drift).
 //!
 //! When the cluster does not serve the InferencePool API the step fails with a message saying
 //! so (install the Gateway API Inference Extension CRDs); it is retried, so installing them
@@ -29,10 +28,13 @@ use api::labels::{
 };
 use api::v1beta1::DynamoComponentDeploymentSharedSpec;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kit::{Event, Reader, Writer};
-use kube::ResourceExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kit::{Event, Reader, ReaderExt, Selector, Writer};
 use kube::api::{ApiResource, DynamicObject};
+use kube::{Resource, ResourceExt};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 use crate::child::{self, Ownership};
 use crate::error::{Error, Result};
@@ -55,6 +57,45 @@ pub fn inference_pool_resource() -> ApiResource {
         api_version: format!("{INFERENCE_POOL_GROUP}/v1"),
         kind: "InferencePool".into(),
         plural: "inferencepools".into(),
+    }
+}
+
+/// An `inference.networking.k8s.io/v1` InferencePool, typed only as far as a watch cache needs:
+/// metadata, and `spec` and `status` kept whole as JSON (the pool is rendered as JSON, see
+/// [`render_inference_pool`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct InferencePool {
+    /// Its metadata.
+    pub metadata: ObjectMeta,
+    /// `spec`, as stored.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub spec: Value,
+    /// `status`, as the gateway reports it.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub status: Value,
+}
+
+impl Resource for InferencePool {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "InferencePool".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        INFERENCE_POOL_GROUP.into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "inferencepools".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -95,7 +136,7 @@ impl EppReconciler {
             }
         }
         let Some(epp) = dgd.spec.epp_component() else {
-            return Ok(());
+            return self.prune_pools(dgd, events).await;
         };
         let pool = render_inference_pool(dgd, epp)?;
         let e = child::ensure_dynamic(
@@ -108,6 +149,32 @@ impl EppReconciler {
         .await
         .map_err(unavailable_when_not_served)?;
         child::record(events, e, "InferencePool", ns, &pool.name_any());
+        Ok(())
+    }
+}
+
+impl EppReconciler {
+    /// Delete the InferencePools the graph controls (it has no `epp` component any more). Read
+    /// from the label-selected watch of the graph's pools; an unserved API has none.
+    async fn prune_pools(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let ns = dgd.namespace();
+        let selector: Selector = naming::graph_labels(&dgd.name_any()).into_iter().collect();
+        let pools: Vec<InferencePool> = match self.reader.list(ns.as_deref(), &selector).await {
+            Ok(pools) => pools,
+            Err(e) if child::is_not_served(&e) => return Ok(()),
+            Err(e) => return Err(Error::api("list InferencePool".to_string())(e)),
+        };
+        for pool in pools
+            .iter()
+            .filter(|p| child::is_controlled_by(&p.metadata, dgd))
+        {
+            child::delete_observed(&*self.writer, pool).await?;
+            child::record_deleted(events, "InferencePool", ns.as_deref(), &pool.name_any());
+        }
         Ok(())
     }
 }
@@ -352,8 +419,55 @@ mod tests {
         without.spec.components.remove(0);
         let mut events = Vec::new();
         r.reconcile(&without, &mut events).await.unwrap();
-        assert!(events.is_empty());
+        assert_eq!(
+            reasons(&events),
+            ["InferencePoolDeleted"],
+            "the ConfigMap is not ours"
+        );
         assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_some());
+    }
+
+    #[test]
+    fn the_typed_kind_is_the_rendered_one() {
+        assert_eq!(
+            kit::object::resource::<InferencePool>(),
+            inference_pool_resource()
+        );
+    }
+
+    /// The pool goes with the `epp` component; a pool the graph does not control stays, and a
+    /// cluster that does not serve the API has nothing to delete.
+    #[tokio::test]
+    async fn the_pool_is_deleted_when_the_epp_component_goes() {
+        let d = Double::new();
+        let g = graph(&d, None);
+        let r = EppReconciler::new(d.reader(), d.writer());
+        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        assert!(pool(&d).await.is_some());
+        let mut without = g.clone();
+        without.spec.components.remove(0);
+        let mut events = Vec::new();
+        r.reconcile(&without, &mut events).await.unwrap();
+        assert_eq!(reasons(&events), ["InferencePoolDeleted"]);
+        assert!(pool(&d).await.is_none());
+        d.clear_writes();
+        r.reconcile(&without, &mut Vec::new()).await.unwrap();
+        assert!(d.writes().is_empty(), "{:?}", d.writes());
+
+        let mut foreign = InferencePool::default();
+        foreign.metadata.name = Some("g-pool".into());
+        foreign.metadata.namespace = Some("ns".into());
+        foreign.metadata.labels = Some(naming::graph_labels("g"));
+        d.insert(foreign);
+        r.reconcile(&without, &mut Vec::new()).await.unwrap();
+        assert!(pool(&d).await.is_some(), "not the graph's: kept");
+
+        d.fail_next(
+            Verb::List,
+            "InferencePool",
+            kit::Error::NotFound("the server could not find the requested resource".into()),
+        );
+        r.reconcile(&without, &mut Vec::new()).await.unwrap();
     }
 
     #[tokio::test]

@@ -266,6 +266,18 @@ async fn shared_resources_on_a_real_api_server() {
     let again = secrets.get(DEFAULT_SECRET_NAME).await.unwrap();
     assert_eq!(again.data.unwrap()[PRIVATE_KEY], private);
 
+    // The graph drops its `epp` component: its InferencePool is deleted (uid precondition).
+    let mut trimmed = dgd.clone();
+    trimmed
+        .spec
+        .components
+        .retain(|c| c.r#type != Some(ComponentType::Epp));
+    let mut out = outcome();
+    shared.reconcile(&trimmed, &mut out).await.unwrap();
+    assert!(pools.get_opt("vllm-pool").await.unwrap().is_none());
+    let reasons: Vec<_> = out.events.iter().map(|e| e.reason.as_str()).collect();
+    assert!(reasons.contains(&"InferencePoolDeleted"), "{reasons:?}");
+
     // Deleting the graph removes its own children; namespace-wide accounts and the key stay.
     dgds.delete("vllm", &DeleteParams::background())
         .await
