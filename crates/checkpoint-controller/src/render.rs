@@ -38,15 +38,14 @@ pub const STORAGE_BASE_PATH: &str = "/checkpoints";
 /// The storage type reported in status.
 pub use api::snapshot::STORAGE_TYPE_PVC as STORAGE_TYPE;
 /// Default container to capture.
-pub const DEFAULT_TARGET_CONTAINER: &str = "main";
+pub use api::v1beta1::MAIN_CONTAINER_NAME as DEFAULT_TARGET_CONTAINER;
 /// Default run time limit of a capture Job.
 pub const DEFAULT_ACTIVE_DEADLINE_SECONDS: i64 = 3600;
-/// Name of the /dev/shm volume (upstream's).
-pub const SHARED_MEMORY_VOLUME: &str = "shared-memory";
-/// Mount path of the shared memory volume.
-pub const SHARED_MEMORY_PATH: &str = "/dev/shm";
-/// Default size of the shared memory volume.
-pub const DEFAULT_SHARED_MEMORY_SIZE: &str = "8Gi";
+/// Name, mount path and default size of the /dev/shm volume (upstream's, as every pod has it).
+pub use pod_render::volumes::{
+    DEFAULT_SHARED_MEMORY_SIZE, SHARED_MEMORY_MOUNT_PATH as SHARED_MEMORY_PATH,
+    SHARED_MEMORY_VOLUME,
+};
 
 /// Env (target container): identity hash.
 pub const ENV_CHECKPOINT_HASH: &str = "DYN_CHECKPOINT_HASH";

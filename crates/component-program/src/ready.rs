@@ -16,7 +16,6 @@
 use api::DgdState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
-use reconcilers::checkpoints::CheckpointInfos;
 use reconcilers::rollout::{
     MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS,
     REASON_ROLLING_UPDATE_STUCK, WorkerGeneration,
@@ -24,29 +23,10 @@ use reconcilers::rollout::{
 
 use crate::workloads::Readiness;
 
-/// Ready reason when every component is ready.
-pub const REASON_ALL_READY: &str = "all_resources_are_ready";
-/// Ready message when every component is ready.
-pub const MESSAGE_ALL_READY: &str = "All resources are ready";
-/// Ready reason when some component is not ready.
-pub const REASON_SOME_NOT_READY: &str = "some_resources_are_not_ready";
-/// Ready reason while a `WaitForCheckpoint` component waits for its checkpoint.
-pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
-
-/// The components (with their checkpoint) whose startup waits for a checkpoint that is not
-/// ready yet, sorted.
-pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
-    let mut waiting: Vec<String> = infos
-        .iter()
-        .filter(|(_, i)| i.waits())
-        .map(|(name, i)| match &i.checkpoint_name {
-            Some(ckpt) => format!("{name} ({ckpt})"),
-            None => name.clone(),
-        })
-        .collect();
-    waiting.sort();
-    waiting
-}
+pub use reconcilers::ready::{
+    MESSAGE_ALL_READY, REASON_ALL_READY, REASON_SOME_NOT_READY, REASON_WAITING_FOR_CHECKPOINT,
+    waiting_for_checkpoints,
+};
 
 /// Whether a rolling update runs, and why it cannot progress when it cannot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -37,10 +37,9 @@ use api::{ComponentKind, ComponentType, DynamoGraphDeployment};
 use grove_render::compat;
 use kit::conditions;
 
-/// Classification: every child is ready.
-pub const REASON_ALL_READY: &str = "all_resources_are_ready";
-/// Classification: not ready, cause unknown (missing child, stale status).
-pub const REASON_SOME_NOT_READY: &str = "some_resources_are_not_ready";
+/// Classification: every child is ready; not ready, cause unknown (missing child, stale
+/// status).
+pub use reconcilers::ready::{REASON_ALL_READY, REASON_SOME_NOT_READY};
 /// Classification: pods cannot be scheduled.
 pub const REASON_INSUFFICIENT_CAPACITY: &str = "insufficient_capacity";
 /// Classification: a rollout is unfinished.

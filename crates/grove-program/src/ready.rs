@@ -12,29 +12,12 @@
 use api::DgdState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
-use reconcilers::checkpoints::CheckpointInfos;
 
 use crate::readiness::{REASON_ALL_READY, Readiness};
 
-/// Ready message when every component is ready.
-pub const MESSAGE_ALL_READY: &str = "All resources are ready";
-/// Ready reason while a `WaitForCheckpoint` component waits for its checkpoint.
-pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
-
-/// The components (with their checkpoint) whose startup waits for a checkpoint that is not
-/// ready yet, sorted.
-pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
-    let mut waiting: Vec<String> = infos
-        .iter()
-        .filter(|(_, i)| i.waits())
-        .map(|(name, i)| match &i.checkpoint_name {
-            Some(ckpt) => format!("{name} ({ckpt})"),
-            None => name.clone(),
-        })
-        .collect();
-    waiting.sort();
-    waiting
-}
+pub use reconcilers::ready::{
+    MESSAGE_ALL_READY, REASON_WAITING_FOR_CHECKPOINT, waiting_for_checkpoints,
+};
 
 /// The graph state and `Ready` condition at `generation`, given the components waiting for a
 /// checkpoint ([`waiting_for_checkpoints`]), the PodCliqueSet's name and the readiness of the

@@ -692,7 +692,7 @@ struct CheckpointContext {
 }
 
 /// The checkpoint artifact record label (the checkpoint's name).
-const CHECKPOINT_LABEL: &str = "nvidia.com/checkpoint-name";
+use checkpoint_controller::render::CHECKPOINT_NAME_LABEL as CHECKPOINT_LABEL;
 
 /// The checkpoint named by `object`'s checkpoint label.
 fn checkpoint_of<K: Resource>(

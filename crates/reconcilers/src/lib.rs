@@ -14,6 +14,7 @@ pub mod optional;
 pub mod pull_secrets;
 pub mod pvc;
 pub mod rbac;
+pub mod ready;
 pub mod restart;
 pub mod rollout;
 pub mod scaling_adapters;

@@ -1,0 +1,28 @@
+//! The graph-level `Ready` reasons and messages both workload programs report (upstream's
+//! values), and the list of components waiting for a checkpoint they name.
+
+use crate::checkpoints::CheckpointInfos;
+
+/// Ready reason when every component is ready.
+pub const REASON_ALL_READY: &str = "all_resources_are_ready";
+/// Ready message when every component is ready.
+pub const MESSAGE_ALL_READY: &str = "All resources are ready";
+/// Ready reason when some component is not ready (cause unknown or mixed).
+pub const REASON_SOME_NOT_READY: &str = "some_resources_are_not_ready";
+/// Ready reason while a `WaitForCheckpoint` component waits for its checkpoint.
+pub const REASON_WAITING_FOR_CHECKPOINT: &str = "waiting_for_checkpoint";
+
+/// The components (with their checkpoint) whose startup waits for a checkpoint that is not
+/// ready yet, sorted.
+pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
+    let mut waiting: Vec<String> = infos
+        .iter()
+        .filter(|(_, i)| i.waits())
+        .map(|(name, i)| match &i.checkpoint_name {
+            Some(ckpt) => format!("{name} ({ckpt})"),
+            None => name.clone(),
+        })
+        .collect();
+    waiting.sort();
+    waiting
+}
