@@ -12,12 +12,17 @@
 //! [`Cache::live_reads`]) exactly when the cache cannot answer it authoritatively:
 //! - the kind was never registered with [`Cache::watch`];
 //! - the kind's store has not finished its initial list yet;
-//! - the kind is watched only while served ([`Cache::watch_while_served`]) and is not served
-//!   now, or its watch has not finished listing since it became served;
+//! - the kind is watched only while served ([`Cache::watch_while_served`]) and its watch has
+//!   not finished listing since it became served;
 //! - the kind is watched in one namespace and the read is for another namespace (or all);
 //! - the kind is watched with a label or field selector and `get` misses (the object may exist
 //!   outside the selector). Lists of such a kind are served from the cache and so return only
 //!   selected objects.
+//!
+//! A kind watched only while served that is **not served now** is never asked of the API server:
+//! the served set is authoritative for it, and reads fail with [`Error::NotFound`] naming the
+//! kind (what a live read of an unserved API answers), so a reconcile that merely checks for
+//! such objects costs no request.
 //!
 //! # Optional kinds
 //! [`Cache::watch_while_served`] registers a kind whose API may come and go while the process
@@ -586,6 +591,18 @@ impl Cache {
         }
     }
 
+    /// A read of `resource` when it is watched only while served and is not served now.
+    fn unserved(&self, resource: &ApiResource) -> Option<Error> {
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let gate = kinds.get(&resource_key(resource))?.gate.as_ref()?;
+        (gate.watching.load(Ordering::Acquire) == 0).then(|| {
+            Error::NotFound(format!(
+                "{} ({}) is not served by this cluster",
+                resource.kind, resource.api_version
+            ))
+        })
+    }
+
     fn live_api(
         &self,
         resource: &ApiResource,
@@ -715,6 +732,9 @@ impl Reader for Cache {
         if let Some(cached) = self.cached(resource, namespace, name) {
             return Ok(cached);
         }
+        if let Some(unserved) = self.unserved(resource) {
+            return Err(unserved);
+        }
         tracing::debug!(kind = %resource.kind, object = %key(namespace, name), "get: live read");
         let mut object = self
             .live_api(resource, namespace)
@@ -742,6 +762,9 @@ impl Reader for Cache {
         };
         if let Some(store) = store {
             return store.list(namespace, selector);
+        }
+        if let Some(unserved) = self.unserved(resource) {
+            return Err(unserved);
         }
         tracing::debug!(kind = %resource.kind, ?namespace, %selector, "list: live read");
         let params = ListParams::default().labels(&selector.to_string());

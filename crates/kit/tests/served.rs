@@ -69,15 +69,23 @@ async fn a_kind_is_watched_only_while_served() {
     let mut triggers = cache.subscribe::<ConfigMap>().unwrap();
     tokio::spawn(cache.run());
 
-    // Not served: the kind does not hold back readiness, its store stays empty, reads are live.
+    // Not served: the kind does not hold back readiness, its store stays empty, and reads
+    // answer "not served" without asking the API server (the served set is authoritative).
     tokio::time::timeout(WAIT, cache.wait_until_ready())
         .await
         .expect("ready without the kind");
     api.create(&PostParams::default(), &cm("a")).await.unwrap();
     let live = cache.live_reads();
-    let read: Option<ConfigMap> = cache.get(Some(ns.name()), "a").await.unwrap();
-    assert!(read.is_some());
-    assert_eq!(cache.live_reads(), live + 1, "a live read");
+    let read = cache.get::<ConfigMap>(Some(ns.name()), "a").await;
+    assert!(
+        matches!(&read, Err(kit::Error::NotFound(m)) if m.contains("not served")),
+        "{read:?}"
+    );
+    let listed = cache
+        .list::<ConfigMap>(Some(ns.name()), &kit::Selector::default())
+        .await;
+    assert!(listed.unwrap_err().is_not_found());
+    assert_eq!(cache.live_reads(), live, "no live read");
     assert!(names(&store).is_empty());
 
     // Served: the watch lists, subscribers hear of the objects, reads come from the store.
@@ -93,7 +101,7 @@ async fn a_kind_is_watched_only_while_served() {
     assert!(cache.unready_kinds().is_empty());
 
     // No longer served: the watch stops, the store empties and subscribers hear the object
-    // gone; reads are live again.
+    // gone; reads answer "not served" again.
     served.set(&kit::object::resource::<ConfigMap>(), false);
     eventually("the store empties", WAIT, || async {
         names(&store).is_empty()
@@ -101,8 +109,8 @@ async fn a_kind_is_watched_only_while_served() {
     .await;
     heard(&mut triggers, "a").await;
     let before = cache.live_reads();
-    let _: Option<ConfigMap> = cache.get(Some(ns.name()), "a").await.unwrap();
-    assert_eq!(cache.live_reads(), before + 1, "a live read");
+    assert!(cache.get::<ConfigMap>(Some(ns.name()), "a").await.is_err());
+    assert_eq!(cache.live_reads(), before, "no live read");
 
     // What changed while not served is listed when it is served again.
     api.create(&PostParams::default(), &cm("b")).await.unwrap();

@@ -316,6 +316,15 @@ impl Parts {
                 watched(),
             )
             .unwrap();
+        // As the operator: InferencePools are watched while served (nothing serves them here).
+        let served = kit::served::Served::new();
+        cache
+            .watch_while_served(
+                Api::<reconcilers::epp::InferencePool>::namespaced(client.clone(), ns),
+                watched(),
+                &served,
+            )
+            .unwrap();
         let writer = Arc::new(KubeWriter::new(client.clone(), USER).with_cache(cache.clone()));
         let status =
             Arc::new(KubeStatusWriter::new(client.clone(), USER).with_cache(cache.clone()));
@@ -348,7 +357,7 @@ impl Parts {
             writer.clone(),
             Arc::new(program),
             Arc::new(grove),
-            kit::served::Served::new(),
+            served,
         );
         Parts {
             client,
