@@ -20,7 +20,8 @@
 //!   `spec.replicas` is left out of what this step applies, so the adapter's side owns it; and
 //!   0 while a `WaitForCheckpoint` component's checkpoint is not Ready. During a rolling update
 //!   a worker component's new generation gets the count the rollout steps it to
-//!   ([`WorkerGeneration::replicas`]), with or without an adapter.
+//!   ([`WorkerGeneration::replicas`](reconcilers::rollout::WorkerGeneration::replicas)), with or
+//!   without an adapter.
 //! - **Checkpoint** (`experimental.checkpoint.enabled`): once the component's DynamoCheckpoint
 //!   exists, the DCD names it (`checkpointRef`, `startupPolicy`; no `identity`, no `job`), so the
 //!   DCD controller restores from exactly that one; an `Immediate` component's pod template
