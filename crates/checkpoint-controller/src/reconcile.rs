@@ -404,101 +404,17 @@ impl CheckpointReconciler {
                 self.create_job(ckpt, hash, attempt, step).await
             }
             Action::Recreate { attempt, cause } => {
-                let mut deleted = Vec::new();
-                let mut pending = false;
-                // Every Job of this identity this checkpoint controls goes: the current attempt's
-                // and any superseded one left behind.
-                let mut superseded: Vec<&Job> = r.jobs.iter().collect();
-                if let Some(job) = r.job.as_ref().filter(|j| controlled_by(*j, ckpt))
-                    && !superseded.iter().any(|j| j.name_any() == job.name_any())
-                {
-                    superseded.push(job);
-                }
-                for job in superseded {
-                    // A running capture is stopped before the next starts (foreground: the Job
-                    // stays until its pods are gone); a finished one just goes.
-                    let propagation = match job_state(Some(job), ckpt) {
-                        JobState::Running => PropagationPolicy::Foreground,
-                        _ => PropagationPolicy::Background,
-                    };
-                    match self.delete::<Job>(job, propagation).await {
-                        Ok(Deleted::Pending(_)) => pending = true,
-                        Ok(_) => deleted.push(job.name_any()),
-                        Err(error) => {
-                            return Err(Halt {
-                                reason: reasons::DELETE_FAILED,
-                                error,
-                                deleted: !deleted.is_empty(),
-                            });
-                        }
-                    }
-                }
-                if pending {
-                    tracing::info!(checkpoint = %key(ckpt), cause = cause.as_str(), "waiting for the previous attempt's Job to be deleted");
-                    return Ok(Done {
-                        deleted,
-                        ..Done::step(Step::RecreatePending)
-                    });
-                }
-                let mut any_deleted = !deleted.is_empty();
-                if let Some(record) = r.record.as_ref().filter(|rec| controlled_by(*rec, ckpt)) {
-                    self.delete::<ConfigMap>(record, PropagationPolicy::Background)
-                        .await
-                        .map_err(|error| Halt {
-                            reason: reasons::DELETE_FAILED,
-                            error,
-                            deleted: any_deleted,
-                        })?;
-                    any_deleted = true;
-                }
                 let next = Attempt {
                     number: *attempt,
                     generation,
                     rebuild: r.observed.rebuild.clone(),
                 };
-                let mut done = self
-                    .create_job(ckpt, hash, next, step)
-                    .await
-                    .map_err(|h| Halt {
-                        deleted: any_deleted,
-                        ..h
-                    })?;
-                done.deleted = deleted;
-                Ok(done)
+                self.recreate(ckpt, hash, r, next, cause, step).await
             }
             Action::Succeed { record } => {
                 let mut done = Done::step(step);
-                if *record {
-                    let Some(a) = &r.observed.attempt else {
-                        return Ok(done);
-                    };
-                    let from_job = r.job.as_ref().filter(|j| controlled_by(*j, ckpt));
-                    let job_name = from_job
-                        .map(|j| j.name_any())
-                        .or_else(|| {
-                            record_value(r.record.as_ref(), record_keys::JOB_NAME)
-                                .map(str::to_string)
-                        })
-                        .unwrap_or_else(|| job_name(hash, a.number));
-                    let job_uid = from_job
-                        .and_then(|j| j.uid())
-                        .or_else(|| {
-                            record_value(r.record.as_ref(), record_keys::JOB_UID)
-                                .map(str::to_string)
-                        })
-                        .unwrap_or_default();
-                    let desired = render_record(ckpt, hash, a.number, &job_name, &job_uid);
-                    let applied = self
-                        .writer
-                        .apply(&desired, Some(FIELD_MANAGER))
-                        .await
-                        .map_err(Error::api(format!(
-                            "apply ConfigMap {}/{}",
-                            ckpt.namespace().unwrap_or_default(),
-                            desired.name_any()
-                        )))
-                        .map_err(Halt::new(reasons::RECORD_FAILED))?;
-                    done.record_changed = applied.changed;
+                if *record && let Some(a) = &r.observed.attempt {
+                    done.record_changed = self.write_record(ckpt, hash, r, a).await?;
                 }
                 Ok(done)
             }
@@ -510,6 +426,120 @@ impl CheckpointReconciler {
                 Ok(Done::step(step))
             }
         }
+    }
+
+    /// Replace the previous attempt with `next`: its Jobs go ([`Self::delete_jobs`]), then the
+    /// artifact record this checkpoint controls, then the Job of `next` is created. While a Job
+    /// is still being deleted nothing else happens ([`Step::RecreatePending`]).
+    async fn recreate(
+        &self,
+        ckpt: &DynamoCheckpoint,
+        hash: &str,
+        r: &Resolved,
+        next: Attempt,
+        cause: &Cause,
+        step: Step,
+    ) -> Result<Done, Halt> {
+        let (deleted, pending) = self.delete_jobs(ckpt, r).await?;
+        if pending {
+            tracing::info!(checkpoint = %key(ckpt), cause = cause.as_str(), "waiting for the previous attempt's Job to be deleted");
+            return Ok(Done {
+                deleted,
+                ..Done::step(Step::RecreatePending)
+            });
+        }
+        let mut any_deleted = !deleted.is_empty();
+        if let Some(record) = r.record.as_ref().filter(|rec| controlled_by(*rec, ckpt)) {
+            self.delete::<ConfigMap>(record, PropagationPolicy::Background)
+                .await
+                .map_err(|error| Halt {
+                    reason: reasons::DELETE_FAILED,
+                    error,
+                    deleted: any_deleted,
+                })?;
+            any_deleted = true;
+        }
+        let mut done = self
+            .create_job(ckpt, hash, next, step)
+            .await
+            .map_err(|h| Halt {
+                deleted: any_deleted,
+                ..h
+            })?;
+        done.deleted = deleted;
+        Ok(done)
+    }
+
+    /// Delete the Jobs of the previous attempts. Returns the names of those deleted, and
+    /// whether one is still being deleted.
+    async fn delete_jobs(
+        &self,
+        ckpt: &DynamoCheckpoint,
+        r: &Resolved,
+    ) -> Result<(Vec<String>, bool), Halt> {
+        let mut deleted = Vec::new();
+        let mut pending = false;
+        // Every Job of this identity this checkpoint controls goes: the current attempt's
+        // and any superseded one left behind.
+        let mut superseded: Vec<&Job> = r.jobs.iter().collect();
+        if let Some(job) = r.job.as_ref().filter(|j| controlled_by(*j, ckpt))
+            && !superseded.iter().any(|j| j.name_any() == job.name_any())
+        {
+            superseded.push(job);
+        }
+        for job in superseded {
+            // A running capture is stopped before the next starts (foreground: the Job
+            // stays until its pods are gone); a finished one just goes.
+            let propagation = match job_state(Some(job), ckpt) {
+                JobState::Running => PropagationPolicy::Foreground,
+                _ => PropagationPolicy::Background,
+            };
+            match self.delete::<Job>(job, propagation).await {
+                Ok(Deleted::Pending(_)) => pending = true,
+                Ok(_) => deleted.push(job.name_any()),
+                Err(error) => {
+                    return Err(Halt {
+                        reason: reasons::DELETE_FAILED,
+                        error,
+                        deleted: !deleted.is_empty(),
+                    });
+                }
+            }
+        }
+        Ok((deleted, pending))
+    }
+
+    /// Apply the artifact record of attempt `a`, naming its Job (the one this checkpoint
+    /// controls, else as the current record or the attempt names it). Returns whether the write
+    /// changed the record.
+    async fn write_record(
+        &self,
+        ckpt: &DynamoCheckpoint,
+        hash: &str,
+        r: &Resolved,
+        a: &Attempt,
+    ) -> Result<bool, Halt> {
+        let from_job = r.job.as_ref().filter(|j| controlled_by(*j, ckpt));
+        let job_name = from_job
+            .map(|j| j.name_any())
+            .or_else(|| record_value(r.record.as_ref(), record_keys::JOB_NAME).map(str::to_string))
+            .unwrap_or_else(|| job_name(hash, a.number));
+        let job_uid = from_job
+            .and_then(|j| j.uid())
+            .or_else(|| record_value(r.record.as_ref(), record_keys::JOB_UID).map(str::to_string))
+            .unwrap_or_default();
+        let desired = render_record(ckpt, hash, a.number, &job_name, &job_uid);
+        let applied = self
+            .writer
+            .apply(&desired, Some(FIELD_MANAGER))
+            .await
+            .map_err(Error::api(format!(
+                "apply ConfigMap {}/{}",
+                ckpt.namespace().unwrap_or_default(),
+                desired.name_any()
+            )))
+            .map_err(Halt::new(reasons::RECORD_FAILED))?;
+        Ok(applied.changed)
     }
 
     /// Create the Job of `attempt`. A Job of that name that is already ours is adopted (a
@@ -667,6 +697,88 @@ fn report(
     s.location = Some(location.clone());
     s.storage_type = Some(DynamoCheckpointStorageType::Pvc);
 
+    let recorded = attempt_status(s, previous, hash, o, done);
+    let recorded_after = match (done.step, action) {
+        (Step::Succeed, _) => {
+            succeeded(s, previous, &location, generation);
+            Recorded::Succeeded
+        }
+        (Step::Fail, Action::Fail { reason, message }) => {
+            set_condition(s, JOB_COMPLETED, Status::False, reason, message, generation);
+            s.message = Some(message.clone());
+            s.created_at = None;
+            set_condition(s, READY, Status::False, reason, message, generation);
+            Recorded::Failed
+        }
+        (Step::Create | Step::Recreate | Step::Wait, _) => {
+            creating(s, generation);
+            recorded
+        }
+        (Step::RecreatePending | Step::WaitForDeletion, _) => {
+            waiting_for_deletion(s, done.step, generation);
+            recorded
+        }
+        (Step::Reuse, _) => {
+            reused(s, recorded, &location, generation);
+            recorded
+        }
+        (Step::Blocked, _) => {
+            if let Some(event) = blocked(s, done.blocking.as_deref(), generation) {
+                out.events.push(event);
+            }
+            recorded
+        }
+        _ => recorded,
+    };
+    let s = &mut out.status;
+    let to = phase_after(done.step, previous.phase, recorded_after);
+    s.phase = to;
+    if matches!(done.step, Step::RecreatePending | Step::WaitForDeletion) {
+        out.requeue_after(DELETION_RECHECK);
+    }
+    if done.step == Step::Blocked {
+        out.requeue_after(CONFLICT_RECHECK);
+    }
+    if let Some(after) = done.requeue {
+        out.requeue_after(after);
+    }
+
+    // Mutation events: only for writes that changed something.
+    if done.created {
+        out.events.push(created_event(o, hash, action, done));
+    }
+    if done.record_changed && o.recorded == Recorded::Succeeded && o.artifact == Artifact::Drifted {
+        out.events.push(Event::normal(
+            reasons::ARTIFACT_RESTORED,
+            format!("restored artifact record {}", record_name(hash)),
+        ));
+    }
+    // Status-transition events, published after the status write.
+    if to != previous.phase {
+        match to {
+            Some(Phase::Ready) => out.events.push(Event::normal(
+                reasons::CHECKPOINT_READY,
+                "Checkpoint creation completed successfully",
+            )),
+            Some(Phase::Failed) if done.step == Step::Fail => out.events.push(Event::warning(
+                reasons::CHECKPOINT_FAILED,
+                out.status.message.clone().unwrap_or_default(),
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// The current attempt's part of the status (its number, Job name, rebuild token and
+/// `JobCreated`); a new attempt clears what the previous one finished with. Returns what the
+/// artifact record is known to say afterwards.
+fn attempt_status(
+    s: &mut DynamoCheckpointStatus,
+    previous: &DynamoCheckpointStatus,
+    hash: &str,
+    o: &Observed,
+    done: &Done,
+) -> Recorded {
     let current = done.attempt.clone().or_else(|| o.attempt.clone());
     let mut recorded_after = o.recorded;
     if let Some(a) = &current {
@@ -692,25 +804,81 @@ fn report(
         );
         s.job_name = Some(name);
     }
+    recorded_after
+}
+
+/// The Job succeeded and the artifact at `location` is recorded: `JobCompleted=True`, ready.
+fn succeeded(
+    s: &mut DynamoCheckpointStatus,
+    previous: &DynamoCheckpointStatus,
+    location: &str,
+    generation: i64,
+) {
+    set_condition(
+        s,
+        JOB_COMPLETED,
+        Status::True,
+        "JobSucceeded",
+        "Checkpoint job completed successfully",
+        generation,
+    );
+    if previous.phase != Some(Phase::Ready) || s.created_at.is_none() {
+        s.created_at = Some(conditions::now());
+    }
+    s.message = None;
+    set_condition(
+        s,
+        READY,
+        Status::True,
+        reasons::READY,
+        &format!("artifact at {location}"),
+        generation,
+    );
+}
+
+/// The current attempt's Job runs: not ready, [`reasons::CREATING`].
+fn creating(s: &mut DynamoCheckpointStatus, generation: i64) {
     let job = s.job_name.clone().unwrap_or_default();
     let running = format!(
         "checkpoint job {job} (attempt {}) is running",
         s.attempt.unwrap_or(1)
     );
-    match (done.step, action) {
-        (Step::Succeed, _) => {
-            recorded_after = Recorded::Succeeded;
-            set_condition(
-                s,
-                JOB_COMPLETED,
-                Status::True,
-                "JobSucceeded",
-                "Checkpoint job completed successfully",
-                generation,
-            );
-            if previous.phase != Some(Phase::Ready) || s.created_at.is_none() {
-                s.created_at = Some(conditions::now());
-            }
+    s.message = None;
+    set_condition(
+        s,
+        READY,
+        Status::False,
+        reasons::CREATING,
+        &running,
+        generation,
+    );
+}
+
+/// A Job must be gone before the next starts (`step`): not ready,
+/// [`reasons::WAITING_FOR_DELETION`]; a pending recreate also clears the previous result.
+fn waiting_for_deletion(s: &mut DynamoCheckpointStatus, step: Step, generation: i64) {
+    let job = s.job_name.clone().unwrap_or_default();
+    if step == Step::RecreatePending {
+        conditions::remove(&mut s.conditions, JOB_COMPLETED);
+        s.created_at = None;
+    }
+    s.message = None;
+    let message = format!("waiting for checkpoint job {job} to be deleted");
+    set_condition(
+        s,
+        READY,
+        Status::False,
+        reasons::WAITING_FOR_DELETION,
+        &message,
+        generation,
+    );
+}
+
+/// The recorded result is reused: ready when the artifact is recorded (`recorded`), else not
+/// ready with the failed Job's reason.
+fn reused(s: &mut DynamoCheckpointStatus, recorded: Recorded, location: &str, generation: i64) {
+    match recorded {
+        Recorded::Succeeded => {
             s.message = None;
             set_condition(
                 s,
@@ -721,169 +889,96 @@ fn report(
                 generation,
             );
         }
-        (Step::Fail, Action::Fail { reason, message }) => {
-            recorded_after = Recorded::Failed;
-            set_condition(s, JOB_COMPLETED, Status::False, reason, message, generation);
+        _ => {
+            let (reason, message) = conditions::find(&s.conditions, JOB_COMPLETED)
+                .map(|c| (c.reason.clone(), c.message.clone()))
+                .unwrap_or_else(|| ("JobFailed".into(), "checkpoint job failed".into()));
             s.message = Some(message.clone());
-            s.created_at = None;
-            set_condition(s, READY, Status::False, reason, message, generation);
+            set_condition(s, READY, Status::False, &reason, &message, generation);
         }
-        (Step::Create | Step::Recreate | Step::Wait, _) => {
-            s.message = None;
-            set_condition(
-                s,
-                READY,
-                Status::False,
-                reasons::CREATING,
-                &running,
-                generation,
-            );
-        }
-        (Step::RecreatePending | Step::WaitForDeletion, _) => {
-            if done.step == Step::RecreatePending {
-                conditions::remove(&mut s.conditions, JOB_COMPLETED);
-                s.created_at = None;
-            }
-            s.message = None;
-            let message = format!("waiting for checkpoint job {job} to be deleted");
-            set_condition(
-                s,
-                READY,
-                Status::False,
-                reasons::WAITING_FOR_DELETION,
-                &message,
-                generation,
-            );
-        }
-        (Step::Reuse, _) => match recorded_after {
-            Recorded::Succeeded => {
-                s.message = None;
-                set_condition(
-                    s,
-                    READY,
-                    Status::True,
-                    reasons::READY,
-                    &format!("artifact at {location}"),
-                    generation,
-                );
-            }
-            _ => {
-                let (reason, message) = conditions::find(&s.conditions, JOB_COMPLETED)
-                    .map(|c| (c.reason.clone(), c.message.clone()))
-                    .unwrap_or_else(|| ("JobFailed".into(), "checkpoint job failed".into()));
-                s.message = Some(message.clone());
-                set_condition(s, READY, Status::False, &reason, &message, generation);
-            }
-        },
-        (Step::Blocked, _) => {
-            let message = format!(
-                "{} is not controlled by this checkpoint",
-                done.blocking.as_deref().unwrap_or("an object")
-            );
-            s.message = Some(message.clone());
-            if set_condition(
-                s,
-                READY,
-                Status::False,
-                reasons::NAME_CONFLICT,
-                &message,
-                generation,
-            ) {
-                out.events
-                    .push(Event::warning(reasons::NAME_CONFLICT, message));
-            }
-        }
-        _ => {}
     }
-    let s = &mut out.status;
-    let to = phase_after(done.step, previous.phase, recorded_after);
-    s.phase = to;
-    if matches!(done.step, Step::RecreatePending | Step::WaitForDeletion) {
-        out.requeue_after(DELETION_RECHECK);
-    }
-    if done.step == Step::Blocked {
-        out.requeue_after(CONFLICT_RECHECK);
-    }
-    if let Some(after) = done.requeue {
-        out.requeue_after(after);
-    }
+}
 
-    // Mutation events: only for writes that changed something.
-    if done.created {
-        let a = done.attempt.as_ref().map_or(1, |a| a.number);
-        let job = job_name(hash, a);
-        let replaced = if done.deleted.is_empty() {
-            String::new()
-        } else {
-            format!(", replacing {}", done.deleted.join(", "))
-        };
-        let (type_, reason, note) = match action {
-            Action::Recreate {
-                cause: Cause::Rebuild,
-                ..
-            } => (
-                kit::EventType::Normal,
-                reasons::REBUILD,
-                format!(
-                    "rebuild requested (token {}): created job {job} (attempt {a}){replaced}",
-                    o.rebuild.as_deref().unwrap_or_default()
-                ),
+/// A name the checkpoint needs is held by an object it does not control (`blocking`): not
+/// ready, [`reasons::NAME_CONFLICT`]. Returns the Warning to publish when that condition
+/// changed.
+fn blocked(
+    s: &mut DynamoCheckpointStatus,
+    blocking: Option<&str>,
+    generation: i64,
+) -> Option<Event> {
+    let message = format!(
+        "{} is not controlled by this checkpoint",
+        blocking.unwrap_or("an object")
+    );
+    s.message = Some(message.clone());
+    set_condition(
+        s,
+        READY,
+        Status::False,
+        reasons::NAME_CONFLICT,
+        &message,
+        generation,
+    )
+    .then(|| Event::warning(reasons::NAME_CONFLICT, message))
+}
+
+/// The event of a Job this pass created: why it was created (a rebuild, a missing artifact
+/// record, a retry after a spec change, a new identity, or the first attempt).
+fn created_event(o: &Observed, hash: &str, action: &Action, done: &Done) -> Event {
+    let a = done.attempt.as_ref().map_or(1, |a| a.number);
+    let job = job_name(hash, a);
+    let replaced = if done.deleted.is_empty() {
+        String::new()
+    } else {
+        format!(", replacing {}", done.deleted.join(", "))
+    };
+    let (type_, reason, note) = match action {
+        Action::Recreate {
+            cause: Cause::Rebuild,
+            ..
+        } => (
+            kit::EventType::Normal,
+            reasons::REBUILD,
+            format!(
+                "rebuild requested (token {}): created job {job} (attempt {a}){replaced}",
+                o.rebuild.as_deref().unwrap_or_default()
             ),
-            Action::Recreate {
-                cause: Cause::ArtifactMissing,
-                ..
-            } => (
-                kit::EventType::Warning,
-                reasons::ARTIFACT_MISSING,
-                format!(
-                    "artifact record {} is gone: created job {job} (attempt {a}){replaced}",
-                    record_name(hash)
-                ),
+        ),
+        Action::Recreate {
+            cause: Cause::ArtifactMissing,
+            ..
+        } => (
+            kit::EventType::Warning,
+            reasons::ARTIFACT_MISSING,
+            format!(
+                "artifact record {} is gone: created job {job} (attempt {a}){replaced}",
+                record_name(hash)
             ),
-            Action::Recreate { .. } => (
-                kit::EventType::Normal,
-                reasons::RETRY,
-                format!(
-                    "spec changed since the failed attempt: created job {job} (attempt {a}){replaced}"
-                ),
+        ),
+        Action::Recreate { .. } => (
+            kit::EventType::Normal,
+            reasons::RETRY,
+            format!(
+                "spec changed since the failed attempt: created job {job} (attempt {a}){replaced}"
             ),
-            Action::Create {
-                cause: Cause::NewIdentity,
-                ..
-            } => (
-                kit::EventType::Normal,
-                reasons::JOB_CREATED,
-                format!(
-                    "created job {job} for new identity {hash}; identity {} is left as is",
-                    o.previous_identity.as_deref().unwrap_or_default()
-                ),
+        ),
+        Action::Create {
+            cause: Cause::NewIdentity,
+            ..
+        } => (
+            kit::EventType::Normal,
+            reasons::JOB_CREATED,
+            format!(
+                "created job {job} for new identity {hash}; identity {} is left as is",
+                o.previous_identity.as_deref().unwrap_or_default()
             ),
-            _ => (
-                kit::EventType::Normal,
-                reasons::JOB_CREATED,
-                format!("created job {job} (attempt {a})"),
-            ),
-        };
-        out.events.push(Event::new(type_, reason, note));
-    }
-    if done.record_changed && o.recorded == Recorded::Succeeded && o.artifact == Artifact::Drifted {
-        out.events.push(Event::normal(
-            reasons::ARTIFACT_RESTORED,
-            format!("restored artifact record {}", record_name(hash)),
-        ));
-    }
-    // Status-transition events, published after the status write.
-    if to != previous.phase {
-        match to {
-            Some(Phase::Ready) => out.events.push(Event::normal(
-                reasons::CHECKPOINT_READY,
-                "Checkpoint creation completed successfully",
-            )),
-            Some(Phase::Failed) if done.step == Step::Fail => out.events.push(Event::warning(
-                reasons::CHECKPOINT_FAILED,
-                out.status.message.clone().unwrap_or_default(),
-            )),
-            _ => {}
-        }
-    }
+        ),
+        _ => (
+            kit::EventType::Normal,
+            reasons::JOB_CREATED,
+            format!("created job {job} (attempt {a})"),
+        ),
+    };
+    Event::new(type_, reason, note)
 }

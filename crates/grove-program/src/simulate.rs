@@ -6,10 +6,10 @@
 //! generation.
 
 use api::grove::{
-    PodClique, PodCliqueResourceSpec, PodCliqueScalingGroup, PodCliqueScalingGroupSpec,
-    PodCliqueSet,
+    PodClique, PodCliqueResourceSpec, PodCliqueScalingGroup, PodCliqueScalingGroupConfig,
+    PodCliqueScalingGroupSpec, PodCliqueSet, PodCliqueTemplateSpec,
 };
-use api::{DynamoGraphDeployment, labels};
+use api::{DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment, labels};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -37,26 +37,8 @@ pub async fn play_grove(
         if !played.insert(child.name.clone()) {
             continue;
         }
-        let name = child.name;
         let lower = child.template;
-        let owner = match dgd.spec.component_group(&c.name) {
-            Some(group) => (labels::DYNAMO_COMPONENT_GROUP, group.name.clone()),
-            None => (labels::DYNAMO_COMPONENT, c.name.clone()),
-        };
-        let meta = ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some(
-                [
-                    (
-                        labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
-                        dgd.name_any(),
-                    ),
-                    (owner.0.to_string(), owner.1),
-                ]
-                .into(),
-            ),
-            ..Default::default()
-        };
+        let meta = child_metadata(dgd, c, child.name);
         if child.scaling_group {
             let Some(config) = pcs
                 .spec
@@ -67,58 +49,12 @@ pub async fn play_grove(
             else {
                 continue;
             };
-            let current = match groups.get_opt(&name).await? {
-                Some(g) => g,
-                None => {
-                    let group = PodCliqueScalingGroup {
-                        metadata: meta,
-                        spec: PodCliqueScalingGroupSpec {
-                            replicas: Some(config.replicas.unwrap_or(1)),
-                            min_available: config.min_available,
-                            clique_names: config.clique_names.clone(),
-                        },
-                        status: None,
-                    };
-                    groups.create(&PostParams::default(), &group).await?
-                }
-            };
-            let desired = current.spec.replicas.unwrap_or(1);
-            let status = json!({"status": {
-                "observedGeneration": current.metadata.generation,
-                "replicas": desired, "scheduledReplicas": desired,
-                "availableReplicas": desired, "updatedReplicas": desired,
-                "currentPodCliqueSetGenerationHash": hash,
-            }});
-            groups
-                .patch_status(&name, &pp, &Patch::Merge(&status))
-                .await?;
+            play_scaling_group(&groups, meta, config, &hash).await?;
         } else {
             let Some(clique) = pcs.spec.template.cliques.iter().find(|t| t.name == lower) else {
                 continue;
             };
-            let current = match cliques.get_opt(&name).await? {
-                Some(c) => c,
-                None => {
-                    let clique = PodClique {
-                        metadata: meta,
-                        spec: PodCliqueResourceSpec {
-                            clique: clique.spec.clone(),
-                        },
-                        status: None,
-                    };
-                    cliques.create(&PostParams::default(), &clique).await?
-                }
-            };
-            let desired = current.spec.clique.replicas;
-            let status = json!({"status": {
-                "observedGeneration": current.metadata.generation,
-                "replicas": desired, "readyReplicas": desired, "updatedReplicas": desired,
-                "scheduledReplicas": desired, "scheduleGatedReplicas": 0,
-                "currentPodCliqueSetGenerationHash": hash,
-            }});
-            cliques
-                .patch_status(&name, &pp, &Patch::Merge(&status))
-                .await?;
+            play_clique(&cliques, meta, clique, &hash).await?;
         }
     }
     let sets: Api<PodCliqueSet> = Api::namespaced(client.clone(), namespace);
@@ -127,6 +63,105 @@ pub async fn play_grove(
         "updatedReplicas": 1, "currentGenerationHash": hash,
     }});
     sets.patch_status(&pcs_name, &pp, &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// Metadata of the child `name` Grove creates for component `c`: the graph label, and the
+/// component group's label (its group) or the component's.
+fn child_metadata(
+    dgd: &DynamoGraphDeployment,
+    c: &DynamoComponentDeploymentSharedSpec,
+    name: String,
+) -> ObjectMeta {
+    let owner = match dgd.spec.component_group(&c.name) {
+        Some(group) => (labels::DYNAMO_COMPONENT_GROUP, group.name.clone()),
+        None => (labels::DYNAMO_COMPONENT, c.name.clone()),
+    };
+    ObjectMeta {
+        name: Some(name),
+        labels: Some(
+            [
+                (
+                    labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
+                    dgd.name_any(),
+                ),
+                (owner.0.to_string(), owner.1),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// The PodCliqueScalingGroup of `config` (created with `meta` if missing), reported with every
+/// replica ready at the set's generation `hash`.
+async fn play_scaling_group(
+    groups: &Api<PodCliqueScalingGroup>,
+    meta: ObjectMeta,
+    config: &PodCliqueScalingGroupConfig,
+    hash: &str,
+) -> kube::Result<()> {
+    let name = meta.name.clone().unwrap_or_default();
+    let current = match groups.get_opt(&name).await? {
+        Some(g) => g,
+        None => {
+            let group = PodCliqueScalingGroup {
+                metadata: meta,
+                spec: PodCliqueScalingGroupSpec {
+                    replicas: Some(config.replicas.unwrap_or(1)),
+                    min_available: config.min_available,
+                    clique_names: config.clique_names.clone(),
+                },
+                status: None,
+            };
+            groups.create(&PostParams::default(), &group).await?
+        }
+    };
+    let desired = current.spec.replicas.unwrap_or(1);
+    let status = json!({"status": {
+        "observedGeneration": current.metadata.generation,
+        "replicas": desired, "scheduledReplicas": desired,
+        "availableReplicas": desired, "updatedReplicas": desired,
+        "currentPodCliqueSetGenerationHash": hash,
+    }});
+    groups
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// The PodClique of `clique` (created with `meta` if missing), reported with every replica
+/// ready at the set's generation `hash`.
+async fn play_clique(
+    cliques: &Api<PodClique>,
+    meta: ObjectMeta,
+    clique: &PodCliqueTemplateSpec,
+    hash: &str,
+) -> kube::Result<()> {
+    let name = meta.name.clone().unwrap_or_default();
+    let current = match cliques.get_opt(&name).await? {
+        Some(c) => c,
+        None => {
+            let clique = PodClique {
+                metadata: meta,
+                spec: PodCliqueResourceSpec {
+                    clique: clique.spec.clone(),
+                },
+                status: None,
+            };
+            cliques.create(&PostParams::default(), &clique).await?
+        }
+    };
+    let desired = current.spec.clique.replicas;
+    let status = json!({"status": {
+        "observedGeneration": current.metadata.generation,
+        "replicas": desired, "readyReplicas": desired, "updatedReplicas": desired,
+        "scheduledReplicas": desired, "scheduleGatedReplicas": 0,
+        "currentPodCliqueSetGenerationHash": hash,
+    }});
+    cliques
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
         .await?;
     Ok(())
 }

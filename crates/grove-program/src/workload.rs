@@ -373,35 +373,7 @@ impl PodCliqueSetWorkload {
                         source,
                     })?,
             };
-            if let Some(observed) = &observed {
-                if !controlled_by(&observed.metadata, dgd) {
-                    return Err(Error::ServiceOwnershipConflict {
-                        name,
-                        owner: owner_phrase(&observed.metadata),
-                    });
-                }
-                if matches(observed, &*service) {
-                    continue;
-                }
-            }
-            let applied = self
-                .writer
-                .apply(&*service, Some(FIELD_MANAGER))
-                .await
-                .map_err(|source| Error::ApplyService {
-                    name: name.clone(),
-                    source,
-                })?;
-            if applied.changed {
-                let key = kit::object::key(ns.as_deref(), &name);
-                let (reason, verb) = if observed.is_some() {
-                    (EVENT_SERVICE_UPDATED, "Updated")
-                } else {
-                    (EVENT_SERVICE_CREATED, "Created")
-                };
-                tracing::info!(service = %key, "{verb} Service");
-                out.normal(reason, format!("{verb} Service {key}"));
-            }
+            self.ensure_service(dgd, service, observed, out).await?;
         }
         for (name, service) in &live {
             let component_service = service.labels().contains_key(labels::DYNAMO_COMPONENT);
@@ -412,29 +384,82 @@ impl PodCliqueSetWorkload {
             {
                 continue;
             }
-            let preconditions = Preconditions {
-                uid: service.metadata.uid.clone(),
-                resource_version: None,
+            self.delete_service(dgd, service, out).await?;
+        }
+        Ok(())
+    }
+
+    /// Apply the desired component Service `service` unless `observed` already matches it; one
+    /// the graph does not control is an ownership conflict.
+    async fn ensure_service(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        service: &Service,
+        observed: Option<Service>,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let name = service.name_any();
+        if let Some(observed) = &observed {
+            if !controlled_by(&observed.metadata, dgd) {
+                return Err(Error::ServiceOwnershipConflict {
+                    name,
+                    owner: owner_phrase(&observed.metadata),
+                });
+            }
+            if matches(observed, service) {
+                return Ok(());
+            }
+        }
+        let applied = self
+            .writer
+            .apply(service, Some(FIELD_MANAGER))
+            .await
+            .map_err(|source| Error::ApplyService {
+                name: name.clone(),
+                source,
+            })?;
+        if applied.changed {
+            let key = kit::object::key(dgd.namespace().as_deref(), &name);
+            let (reason, verb) = if observed.is_some() {
+                (EVENT_SERVICE_UPDATED, "Updated")
+            } else {
+                (EVENT_SERVICE_CREATED, "Created")
             };
-            match self
-                .writer
-                .delete::<Service>(ns.as_deref(), name, &preconditions, None)
-                .await
-            {
-                Ok(Deleted::NotFound) => {}
-                Ok(_) => {
-                    let key = kit::object::key(ns.as_deref(), name);
-                    tracing::info!(service = %key, "deleted Service no longer wanted");
-                    out.normal(EVENT_SERVICE_DELETED, format!("Deleted Service {key}"));
-                }
-                // Replaced by another object of that name since it was read: not ours.
-                Err(e) if e.is_conflict() => {}
-                Err(source) => {
-                    return Err(Error::DeleteService {
-                        name: name.clone(),
-                        source,
-                    });
-                }
+            tracing::info!(service = %key, "{verb} Service");
+            out.normal(reason, format!("{verb} Service {key}"));
+        }
+        Ok(())
+    }
+
+    /// Delete a component Service no longer desired (uid precondition); one replaced by another
+    /// object of that name since it was read is left alone.
+    async fn delete_service(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        service: &Service,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<(), Error> {
+        let ns = dgd.namespace();
+        let name = service.name_any();
+        let preconditions = Preconditions {
+            uid: service.metadata.uid.clone(),
+            resource_version: None,
+        };
+        match self
+            .writer
+            .delete::<Service>(ns.as_deref(), &name, &preconditions, None)
+            .await
+        {
+            Ok(Deleted::NotFound) => {}
+            Ok(_) => {
+                let key = kit::object::key(ns.as_deref(), &name);
+                tracing::info!(service = %key, "deleted Service no longer wanted");
+                out.normal(EVENT_SERVICE_DELETED, format!("Deleted Service {key}"));
+            }
+            // Replaced by another object of that name since it was read: not ours.
+            Err(e) if e.is_conflict() => {}
+            Err(source) => {
+                return Err(Error::DeleteService { name, source });
             }
         }
         Ok(())

@@ -230,6 +230,111 @@ impl<K: Resource<DynamicType = ()> + Clone + 'static> Departures<K> {
     }
 }
 
+/// The store of kind `K` registered already as `entry` (a warning is logged when it is watched
+/// in another scope than `namespace`).
+fn registered<K>(entry: &Entry, key: &str, namespace: Option<&str>) -> Result<Store<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    if entry.namespace.as_deref() != namespace {
+        tracing::warn!(kind = %key, ?namespace, watched = ?entry.namespace, "kind already watched in another scope");
+    }
+    entry
+        .store
+        .as_any()
+        .downcast_ref::<Typed<K>>()
+        .map(|t| t.store.clone())
+        .ok_or_else(|| Error::Unsupported(format!("kind {key} registered with another type")))
+}
+
+/// Where the watch of kind `key`, watched only while `served` serves it, starts.
+fn gate_state(served: &Served, key: &str) -> Arc<GateState> {
+    let gate = GateState::default();
+    // Served now: its first list holds back readiness from the start (the watch itself
+    // starts with `run`, as epoch 1).
+    if served.kinds().iter().any(|k| k == key) {
+        gate.watching.store(1, Ordering::Release);
+    }
+    Arc::new(gate)
+}
+
+/// The events of kind `K`'s watch, each with the epoch of the watch it came from (`None`: the
+/// emptying list of a kind no longer served), so the list that completes is known to be the
+/// current one; and the future that drives them (for a kind watched while served, the
+/// [`switch`] of its `gated` watch; otherwise nothing to drive).
+fn feed<K>(
+    api: Api<Tolerant<K>>,
+    config: watcher::Config,
+    gated: Option<(Arc<GateState>, Served)>,
+    kind: String,
+) -> (BoxStream<'static, Fed<K>>, BoxFuture<'static, ()>)
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    match gated {
+        None => (
+            watcher(api, config)
+                .default_backoff()
+                .map(|event| (Some(1), event))
+                .boxed(),
+            futures::future::ready(()).boxed(),
+        ),
+        Some((gate, served)) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(SWITCH_BUFFER);
+            let driver = switch(api, config, served, gate, kind, tx);
+            (received_mpsc(rx).boxed(), driver.boxed())
+        }
+    }
+}
+
+/// The reflector of kind `K`: the events of `source`, decoded ([`sort`]: objects that cannot
+/// be decoded are reported to `unreadable`) and without `managedFields`, applied to the store
+/// (`writer`); then each tells `departures` what left the store, and a completed list marks
+/// `gate` (a kind watched while served) synced at the epoch of its watch.
+fn reflect<K>(
+    source: BoxStream<'static, Fed<K>>,
+    writer: reflector::store::Writer<K>,
+    mut departures: Departures<K>,
+    unreadable: tokio::sync::broadcast::Sender<Arc<Unreadable>>,
+    gate: Option<Arc<GateState>>,
+) -> BoxFuture<'static, ()>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + Send + Sync + 'static,
+{
+    let known = departures.store.clone();
+    let kind = departures.kind.clone();
+    let kind_for_sort = kind.clone();
+    let epoch = Arc::new(AtomicU64::new(0));
+    let seen = epoch.clone();
+    source
+        .filter_map(move |(from, event)| {
+            epoch.store(from.unwrap_or(0), Ordering::Release);
+            futures::future::ready(match event {
+                Ok(event) => sort(event, &known, &unreadable, &kind_for_sort).map(Ok),
+                Err(err) => Some(Err(err)),
+            })
+        })
+        .modify(strip_managed_fields)
+        .reflect_shared(writer)
+        .for_each(move |event| {
+            match event {
+                // The store already applied it: subscribers see it gone.
+                Ok(event) => {
+                    if let (watcher::Event::InitDone, Some(gate)) = (&event, &gate) {
+                        gate.synced
+                            .store(seen.load(Ordering::Acquire), Ordering::Release);
+                    }
+                    departures.observe(&event);
+                }
+                Err(err) => {
+                    tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
+                }
+            }
+            futures::future::ready(())
+        })
+        .boxed()
+}
+
 impl Cache {
     /// An empty cache reading through `client`.
     pub fn new(client: Client) -> Self {
@@ -314,17 +419,7 @@ impl Cache {
         let namespace = namespace.as_deref();
         let mut kinds = self.inner.kinds.write().expect("cache lock");
         if let Some(entry) = kinds.get(&key) {
-            if entry.namespace.as_deref() != namespace {
-                tracing::warn!(kind = %key, ?namespace, watched = ?entry.namespace, "kind already watched in another scope");
-            }
-            return entry
-                .store
-                .as_any()
-                .downcast_ref::<Typed<K>>()
-                .map(|t| t.store.clone())
-                .ok_or_else(|| {
-                    Error::Unsupported(format!("kind {key} registered with another type"))
-                });
+            return registered(entry, &key, namespace);
         }
         if *self.inner.started.lock().expect("cache lock") {
             return Err(Error::Unsupported(format!(
@@ -342,15 +437,7 @@ impl Cache {
             Some(ns) => Api::namespaced_with(client, ns, &()),
             None => Api::all_with(client, &()),
         };
-        let gate = served.as_ref().map(|served| {
-            let gate = GateState::default();
-            // Served now: its first list holds back readiness from the start (the watch itself
-            // starts with `run`, as epoch 1).
-            if served.kinds().contains(&key) {
-                gate.watching.store(1, Ordering::Release);
-            }
-            Arc::new(gate)
-        });
+        let gate = served.as_ref().map(|served| gate_state(served, &key));
         let gate_entry = gate.clone();
         let known = store.clone();
         let hooks = self.inner.on_deleted.clone();
@@ -358,61 +445,15 @@ impl Cache {
         let start = move |pending: &(dyn Any + Send + Sync)| -> Option<BoxFuture<'static, ()>> {
             let pending = pending.downcast_ref::<Pending<K>>()?;
             let writer = pending.writer.lock().expect("cache lock").take()?;
-            let mut departures = Departures {
+            let departures = Departures {
                 kind: kind_for_log.clone(),
-                store: known.clone(),
+                store: known,
                 deleted: pending.deleted.clone(),
                 hooks,
                 before_list: None,
             };
-            let unreadable = pending.unreadable.clone();
-            let kind = kind_for_log;
-            let kind_for_sort = kind.clone();
-            // Each event with the epoch of the watch it came from (`None`: the emptying list of a
-            // kind no longer served), so the list that completes is known to be the current one.
-            let (source, driver): (BoxStream<'static, Fed<K>>, BoxFuture<'static, ()>) = match gated
-            {
-                None => (
-                    watcher(api, config)
-                        .default_backoff()
-                        .map(|event| (Some(1), event))
-                        .boxed(),
-                    futures::future::ready(()).boxed(),
-                ),
-                Some((gate, served)) => {
-                    let (tx, rx) = tokio::sync::mpsc::channel(SWITCH_BUFFER);
-                    let driver = switch(api, config, served, gate, kind.clone(), tx);
-                    (received_mpsc(rx).boxed(), driver.boxed())
-                }
-            };
-            let epoch = Arc::new(AtomicU64::new(0));
-            let seen = epoch.clone();
-            let pipeline = source
-                .filter_map(move |(from, event)| {
-                    epoch.store(from.unwrap_or(0), Ordering::Release);
-                    futures::future::ready(match event {
-                        Ok(event) => sort(event, &known, &unreadable, &kind_for_sort).map(Ok),
-                        Err(err) => Some(Err(err)),
-                    })
-                })
-                .modify(strip_managed_fields)
-                .reflect_shared(writer)
-                .for_each(move |event| {
-                    match event {
-                        // The store already applied it: subscribers see it gone.
-                        Ok(event) => {
-                            if let (watcher::Event::InitDone, Some(gate)) = (&event, &gate) {
-                                gate.synced
-                                    .store(seen.load(Ordering::Acquire), Ordering::Release);
-                            }
-                            departures.observe(&event);
-                        }
-                        Err(err) => {
-                            tracing::warn!(kind = %kind, error = %err, "watch failed; retrying with backoff");
-                        }
-                    }
-                    futures::future::ready(())
-                });
+            let (source, driver) = feed(api, config, gated, kind_for_log);
+            let pipeline = reflect(source, writer, departures, pending.unreadable.clone(), gate);
             Some(futures::future::join(driver, pipeline).map(|_| ()).boxed())
         };
         kinds.insert(

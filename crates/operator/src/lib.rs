@@ -119,37 +119,17 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     // Leadership first: a standby builds nothing.
     if args.leader_elect {
         health.set_ready(true);
-        let identity = args.identity();
-        let manager = LeaseManagerBuilder::new(client.clone(), &args.lease_name)
-            .with_namespace(args.lease_namespace())
-            .with_identity(&identity)
-            .with_duration(args.lease_duration)
-            .with_grace(args.lease_duration.div_ceil(3).max(1))
-            .with_create_mode(LeaseCreateMode::AutoCreate)
-            .with_field_manager(api::labels::OPERATOR_NAME)
-            .build();
-        let Some(manager) = until(&shutdown, manager).await else {
-            tasks.stop(None).await;
-            return Ok(Exit::Shutdown);
-        };
-        let (mut leader, leader_task) = manager.context("leader election")?.watch().await;
-        tracing::info!(%identity, lease = %args.lease_name, "waiting for leadership");
-        loop {
-            if *leader.borrow_and_update() {
-                break;
+        match lead(&args, &client, &shutdown).await? {
+            Leadership::Leading(lease) => {
+                metrics.set_leader(&args.lease_name, true);
+                tasks.lease = Some(lease);
             }
-            tokio::select! {
-                changed = leader.changed() => { changed.context("leader election stopped")?; }
-                _ = shutdown.cancelled() => {
-                    tasks.lease = Some((leader, leader_task));
-                    tasks.stop(None).await;
-                    return Ok(Exit::Shutdown);
-                }
+            Leadership::Stopped(lease) => {
+                tasks.lease = lease;
+                tasks.stop(None).await;
+                return Ok(Exit::Shutdown);
             }
         }
-        tracing::info!(%identity, "leading");
-        metrics.set_leader(&args.lease_name, true);
-        tasks.lease = Some((leader, leader_task));
     }
     health.set_ready(false);
 
@@ -169,36 +149,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
         served,
     )?;
     let watches = tokio::spawn(cache.run());
-    {
-        let cache = cache.clone();
-        let health = health.clone();
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            if tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_until_ready())
-                .await
-                .is_err()
-            {
-                tracing::warn!(kinds = ?cache.unready_kinds(), "caches not synced after 10 s");
-                cache.wait_until_ready().await;
-            }
-            tracing::info!(elapsed = ?started.elapsed(), "caches synced");
-            health.set_ready(true);
-        });
-    }
+    ready_once_synced(&cache, &health);
     let running = tokio::spawn(futures::future::join_all(controllers));
 
-    let exit = match &mut tasks.lease {
-        Some((leader, _)) => {
-            tokio::select! {
-                _ = shutdown.cancelled() => Exit::Shutdown,
-                _ = async { while leader.changed().await.is_ok() { if !*leader.borrow() { break; } } } => Exit::LostLease,
-            }
-        }
-        None => {
-            shutdown.cancelled().await;
-            Exit::Shutdown
-        }
-    };
+    let exit = wait_for_exit(&mut tasks.lease, &shutdown).await;
     match exit {
         Exit::Shutdown if !cache.unready_kinds().is_empty() => {
             // Before the caches synced no reconcile has started (each controller is held until
@@ -225,6 +179,92 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
     Ok(exit)
 }
 
+/// Leadership (with leader election on, once the lease manager runs) and the lease manager's
+/// task.
+type Lease = (
+    tokio::sync::watch::Receiver<bool>,
+    JoinHandle<LeaseTaskOutput>,
+);
+
+/// How waiting for leadership ended.
+enum Leadership {
+    /// This replica holds the Lease.
+    Leading(Lease),
+    /// `shutdown` fired first; the lease manager, if it already ran, is handed back so that
+    /// stopping releases the Lease.
+    Stopped(Option<Lease>),
+}
+
+/// Wait until this replica holds the Lease (a standby keeps waiting), or until `shutdown`.
+async fn lead(
+    args: &RunArgs,
+    client: &Client,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Leadership> {
+    let identity = args.identity();
+    let manager = LeaseManagerBuilder::new(client.clone(), &args.lease_name)
+        .with_namespace(args.lease_namespace())
+        .with_identity(&identity)
+        .with_duration(args.lease_duration)
+        .with_grace(args.lease_duration.div_ceil(3).max(1))
+        .with_create_mode(LeaseCreateMode::AutoCreate)
+        .with_field_manager(api::labels::OPERATOR_NAME)
+        .build();
+    let Some(manager) = until(shutdown, manager).await else {
+        return Ok(Leadership::Stopped(None));
+    };
+    let (mut leader, leader_task) = manager.context("leader election")?.watch().await;
+    tracing::info!(%identity, lease = %args.lease_name, "waiting for leadership");
+    loop {
+        if *leader.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            changed = leader.changed() => { changed.context("leader election stopped")?; }
+            _ = shutdown.cancelled() => {
+                return Ok(Leadership::Stopped(Some((leader, leader_task))));
+            }
+        }
+    }
+    tracing::info!(%identity, "leading");
+    Ok(Leadership::Leading((leader, leader_task)))
+}
+
+/// Report ready once every cache of a served kind has synced (the kinds still unsynced after
+/// 10 s are logged).
+fn ready_once_synced(cache: &kit::cache::Cache, health: &Arc<admin::Health>) {
+    let cache = cache.clone();
+    let health = health.clone();
+    tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        if tokio::time::timeout(std::time::Duration::from_secs(10), cache.wait_until_ready())
+            .await
+            .is_err()
+        {
+            tracing::warn!(kinds = ?cache.unready_kinds(), "caches not synced after 10 s");
+            cache.wait_until_ready().await;
+        }
+        tracing::info!(elapsed = ?started.elapsed(), "caches synced");
+        health.set_ready(true);
+    });
+}
+
+/// Run until `shutdown` fires, or until the Lease (`lease`, with leader election on) is lost.
+async fn wait_for_exit(lease: &mut Option<Lease>, shutdown: &CancellationToken) -> Exit {
+    match lease {
+        Some((leader, _)) => {
+            tokio::select! {
+                _ = shutdown.cancelled() => Exit::Shutdown,
+                _ = async { while leader.changed().await.is_ok() { if !*leader.borrow() { break; } } } => Exit::LostLease,
+            }
+        }
+        None => {
+            shutdown.cancelled().await;
+            Exit::Shutdown
+        }
+    }
+}
+
 /// What the Lease release, the admin endpoints and the webhook get at least, after the
 /// controllers' part of the shutdown timeout.
 const RELEASE_GRACE: Duration = Duration::from_secs(1);
@@ -241,10 +281,7 @@ async fn until<T>(shutdown: &CancellationToken, future: impl Future<Output = T>)
 struct Tasks {
     shutdown_timeout: Duration,
     /// Leadership (with leader election on, once the lease manager runs) and its task.
-    lease: Option<(
-        tokio::sync::watch::Receiver<bool>,
-        JoinHandle<LeaseTaskOutput>,
-    )>,
+    lease: Option<Lease>,
     admin_stop: CancellationToken,
     admin_task: JoinHandle<std::io::Result<()>>,
     webhook_task: Option<JoinHandle<()>>,

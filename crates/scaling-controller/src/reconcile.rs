@@ -163,10 +163,7 @@ impl ScalingAdapterReconciler {
             return Ok(out);
         }
         if workloads.is_empty() {
-            let message = format!(
-                "waiting for the workload of component {} of DynamoGraphDeployment {}",
-                component.name, target.name
-            );
+            let message = workload_not_found(&component.name, &target.name);
             tracing::debug!(adapter = %adapter_key, %message, "waiting");
             ready(
                 &mut out,
@@ -178,6 +175,37 @@ impl ScalingAdapterReconciler {
             return Ok(out);
         }
 
+        let scaled = self
+            .scale(pathway, ns.as_deref(), &adapter_key, workloads, desired)
+            .await
+            .or_fail(&mut out, generation, REASON_SCALE_FAILED)?;
+        if let Some(from) = scaled.from {
+            out.status.last_scale_time = Some(conditions::now());
+            out.normal(
+                EVENT_SCALED,
+                format!(
+                    "Scaled component {} from {from} to {desired} replicas",
+                    component.name
+                ),
+            );
+        }
+        let current = current(&scaled.workloads);
+        out.status.replicas = Some(current);
+        let (status, reason, message) =
+            scaled_condition(&component.name, &target.name, desired, current, &scaled);
+        ready(&mut out, status, reason, message, generation);
+        Ok(out)
+    }
+
+    /// Scale each of `workloads` that does not have `desired` replicas yet.
+    async fn scale(
+        &self,
+        pathway: Pathway,
+        ns: Option<&str>,
+        adapter_key: &str,
+        workloads: Vec<Workload>,
+        desired: i32,
+    ) -> Result<ScaledWorkloads, Error> {
         let mut wrote = false;
         let mut scaled_from: Option<i32> = None;
         let mut remaining = Vec::with_capacity(workloads.len());
@@ -187,15 +215,14 @@ impl ScalingAdapterReconciler {
                 continue;
             }
             let result = self
-                .ensure(pathway, ns.as_deref(), &workload, desired)
+                .ensure(pathway, ns, &workload, desired)
                 .await
                 .map_err(|source| Error::Scale {
                     kind: workload.kind,
                     name: workload.name.clone(),
                     replicas: desired,
                     source,
-                })
-                .or_fail(&mut out, generation, REASON_SCALE_FAILED)?;
+                })?;
             match result {
                 Scaled::Gone => {
                     tracing::debug!(adapter = %adapter_key, workload = %workload.name, "workload gone before it was scaled");
@@ -222,51 +249,11 @@ impl ScalingAdapterReconciler {
                 }
             }
         }
-        if let Some(from) = scaled_from {
-            out.status.last_scale_time = Some(conditions::now());
-            out.normal(
-                EVENT_SCALED,
-                format!(
-                    "Scaled component {} from {from} to {desired} replicas",
-                    component.name
-                ),
-            );
-        }
-        let current = current(&remaining);
-        out.status.replicas = Some(current);
-        if remaining.is_empty() {
-            let message = format!(
-                "waiting for the workload of component {} of DynamoGraphDeployment {}",
-                component.name, target.name
-            );
-            ready(
-                &mut out,
-                Status::False,
-                REASON_WORKLOAD_NOT_FOUND,
-                message,
-                generation,
-            );
-        } else if !wrote && remaining.iter().all(|w| w.settled(desired)) {
-            ready(
-                &mut out,
-                Status::True,
-                REASON_SCALED,
-                format!("component {} runs {desired} replicas", component.name),
-                generation,
-            );
-        } else {
-            ready(
-                &mut out,
-                Status::False,
-                REASON_SCALING,
-                format!(
-                    "scaling component {} to {desired} replicas ({current} current)",
-                    component.name
-                ),
-                generation,
-            );
-        }
-        Ok(out)
+        Ok(ScaledWorkloads {
+            workloads: remaining,
+            wrote,
+            from: scaled_from,
+        })
     }
 
     async fn get(
@@ -311,6 +298,52 @@ impl ScalingAdapterReconciler {
 /// generations run side by side during a rolling update), 0 without workloads.
 pub fn current(workloads: &[Workload]) -> i32 {
     workloads.iter().map(|w| w.current).max().unwrap_or(0)
+}
+
+/// What a pass of [`ScalingAdapterReconciler::scale`] left.
+struct ScaledWorkloads {
+    /// The workloads as they are now (those gone before they were scaled are left out).
+    workloads: Vec<Workload>,
+    /// A write changed a workload.
+    wrote: bool,
+    /// The replicas the first changed workload had, if it had a count.
+    from: Option<i32>,
+}
+
+/// Message of `Ready=False` with [`REASON_WORKLOAD_NOT_FOUND`].
+fn workload_not_found(component: &str, graph: &str) -> String {
+    format!("waiting for the workload of component {component} of DynamoGraphDeployment {graph}")
+}
+
+/// The `Ready` condition after scaling `component` (of graph `graph`) to `desired`: waiting
+/// while it has no workload, scaled once every workload settled at `desired` with no write in
+/// this pass, else scaling (`current` replicas now).
+fn scaled_condition(
+    component: &str,
+    graph: &str,
+    desired: i32,
+    current: i32,
+    scaled: &ScaledWorkloads,
+) -> (Status, &'static str, String) {
+    if scaled.workloads.is_empty() {
+        (
+            Status::False,
+            REASON_WORKLOAD_NOT_FOUND,
+            workload_not_found(component, graph),
+        )
+    } else if !scaled.wrote && scaled.workloads.iter().all(|w| w.settled(desired)) {
+        (
+            Status::True,
+            REASON_SCALED,
+            format!("component {component} runs {desired} replicas"),
+        )
+    } else {
+        (
+            Status::False,
+            REASON_SCALING,
+            format!("scaling component {component} to {desired} replicas ({current} current)"),
+        )
+    }
 }
 
 fn ready(

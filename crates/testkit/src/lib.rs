@@ -175,6 +175,11 @@ struct State {
 const STATE_FILE: &str = "testkit.json";
 const CA_CERT: &str = "ca.crt";
 const CA_KEY: &str = "ca.key";
+const TLS_CERT: &str = "apiserver.crt";
+const TLS_KEY: &str = "apiserver.key";
+const SA_KEY: &str = "sa.key";
+const SA_PUB: &str = "sa.pub";
+const AUDIT_POLICY: &str = "audit-policy.yaml";
 const AUDIT_LOG: &str = "audit.log";
 /// How long an installed CRD may take to be Established and served (generous: a loaded machine
 /// compiles a large CRD's CEL rules and OpenAPI slowly).
@@ -282,107 +287,24 @@ impl ControlPlane {
     pub async fn start(options: Options) -> Result<Self, Error> {
         let started = Instant::now();
         let binaries = Binaries::locate()?;
-        let dir = match &options.dir {
-            Some(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-                dir.clone()
-            }
-            None => tempfile::Builder::new()
-                .prefix("testkit-")
-                .tempdir()
-                .map_err(|e| Error::io(&std::env::temp_dir(), e))?
-                .keep(),
-        };
-        if let Err(e) = check_free_space(&dir) {
-            if options.dir.is_none() {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-            return Err(e);
-        }
-        let write = |name: &str, data: &str| {
-            let path = dir.join(name);
-            std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
-            Ok::<PathBuf, Error>(path)
-        };
+        let dir = run_dir(&options)?;
         // TESTKIT_KEEP=1 keeps the run directory (logs, audit log) after exit, for debugging.
         let keep = std::env::var_os("TESTKIT_KEEP").is_some_and(|v| v != "0");
         let reaper = process::Reaper::start((!keep).then_some(dir.as_path()))?;
+        let ca = write_credentials(&dir)?;
 
-        let ca = pki::authority()?;
-        let ca_crt = write(CA_CERT, ca.cert_pem())?;
-        write(CA_KEY, ca.key_pem())?;
-        let serving = pki::serving(&ca)?;
-        let tls_crt = write("apiserver.crt", &serving.cert_pem)?;
-        let tls_key = write("apiserver.key", &serving.key_pem)?;
-        let (sa_private, sa_public) = pki::service_account_key()?;
-        let sa_key = write("sa.key", &sa_private)?;
-        let sa_pub = write("sa.pub", &sa_public)?;
-        let audit_policy = write("audit-policy.yaml", audit::POLICY)?;
-
-        let p = |path: &Path| path.display().to_string();
         let etcd_port = process::free_port()?;
         let peer_port = process::free_port()?;
         let api_port = process::free_port()?;
         let server = format!("https://127.0.0.1:{api_port}");
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
 
         let mut components = Vec::new();
-        let etcd = process::spawn(
-            &reaper,
-            "etcd",
-            &binaries.etcd,
-            &[
-                "--name=testkit".into(),
-                format!("--data-dir={}", p(&dir.join("etcd"))),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=testkit={peer_url}"),
-                "--unsafe-no-fsync=true".into(),
-                "--log-level=warn".into(),
-            ],
-            &dir,
-        )?;
-        components.push(etcd.clone());
-        wait_until(&etcd, "etcd", Duration::from_secs(30), || async {
-            http_ok(etcd_port, "/health")
-        })
-        .await?;
+        let etcd = start_etcd(&reaper, &binaries, &dir, etcd_port, peer_port).await?;
+        components.push(etcd);
 
-        let mut args = vec![
-            format!("--etcd-servers={etcd_url}"),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
-            format!("--secure-port={api_port}"),
-            format!("--cert-dir={}", p(&dir)),
-            format!("--tls-cert-file={}", p(&tls_crt)),
-            format!("--tls-private-key-file={}", p(&tls_key)),
-            format!("--client-ca-file={}", p(&ca_crt)),
-            "--authorization-mode=Node,RBAC".into(),
-            "--allow-privileged=true".into(),
-            "--service-cluster-ip-range=10.96.0.0/16".into(),
-            format!("--service-account-issuer={server}"),
-            format!("--service-account-key-file={}", p(&sa_pub)),
-            format!("--service-account-signing-key-file={}", p(&sa_key)),
-            format!("--audit-policy-file={}", p(&audit_policy)),
-            format!("--audit-log-path={}", p(&dir.join(AUDIT_LOG))),
-            "--audit-log-format=json".into(),
-            "--audit-log-maxsize=0".into(),
-            "--profiling=false".into(),
-        ];
-        // Simulated nodes are never tainted not-ready at creation: no node lifecycle controller
-        // runs to remove the taint (and none should evict Pods when a heartbeat is late).
-        let mut disabled = vec!["TaintNodesByCondition"];
-        if !binaries.simulates_nodes() || !options.simulate_nodes {
-            // No service account controller runs, so default service accounts never appear.
-            disabled.push("ServiceAccount");
-        }
-        args.push(format!(
-            "--disable-admission-plugins={}",
-            disabled.join(",")
-        ));
+        let simulates_nodes = options.simulate_nodes && binaries.simulates_nodes();
+        let mut args = apiserver_args(&dir, &etcd_url, api_port, simulates_nodes);
         args.extend(options.apiserver_args.iter().cloned());
         let apiserver = process::spawn(
             &reaper,
@@ -400,35 +322,10 @@ impl ControlPlane {
             &pki::client(&ca, "admin", &["system:masters"])?,
         );
         let client = client_from(&admin)?;
-        wait_until(
-            &apiserver,
-            "kube-apiserver",
-            Duration::from_secs(90),
-            || async {
-                let ready = client
-                    .request_text(http::Request::get("/readyz").body(Vec::new()).unwrap())
-                    .await
-                    .is_ok();
-                ready
-                    && Api::<Namespace>::all(client.clone())
-                        .get_opt("default")
-                        .await
-                        .ok()
-                        .flatten()
-                        .is_some()
-            },
-        )
-        .await?;
+        wait_for_apiserver(&apiserver, &client).await?;
 
-        let simulates_nodes = options.simulate_nodes && binaries.simulates_nodes();
         if simulates_nodes {
-            let kubeconfig = |user: &str| -> Result<PathBuf, Error> {
-                let cred = pki::client(&ca, user, &["system:masters"])?;
-                write(
-                    &format!("{user}.kubeconfig"),
-                    &pki::kubeconfig(&server, ca.cert_pem(), user, &cred),
-                )
-            };
+            let kubeconfig = |user: &str| write_kubeconfig(&dir, &ca, &server, user);
             let kcm = kubeconfig("system:kube-controller-manager")?;
             let scheduler = kubeconfig("system:kube-scheduler")?;
             let kwok = kubeconfig("kwok")?;
@@ -437,20 +334,7 @@ impl ControlPlane {
                 &reaper,
                 "kube-controller-manager",
                 &bin(&binaries.kube_controller_manager),
-                &[
-                    format!("--kubeconfig={}", p(&kcm)),
-                    "--leader-elect=false".into(),
-                    "--secure-port=0".into(),
-                    format!("--controllers={}", CONTROLLERS.join(",")),
-                    format!("--root-ca-file={}", p(&ca_crt)),
-                    format!("--service-account-private-key-file={}", p(&sa_key)),
-                    "--use-service-account-credentials=false".into(),
-                    "--kube-api-qps=1000".into(),
-                    "--kube-api-burst=2000".into(),
-                    "--concurrent-deployment-syncs=10".into(),
-                    "--concurrent-replicaset-syncs=10".into(),
-                    "--concurrent-gc-syncs=20".into(),
-                ],
+                &controller_manager_args(&dir, &kcm),
                 &dir,
             )?);
             let scheduler_port = process::free_port()?;
@@ -458,33 +342,14 @@ impl ControlPlane {
                 &reaper,
                 "kube-scheduler",
                 &bin(&binaries.kube_scheduler),
-                &[
-                    format!("--kubeconfig={}", p(&scheduler)),
-                    format!("--authentication-kubeconfig={}", p(&scheduler)),
-                    format!("--authorization-kubeconfig={}", p(&scheduler)),
-                    "--leader-elect=false".into(),
-                    "--bind-address=127.0.0.1".into(),
-                    format!("--secure-port={scheduler_port}"),
-                    "--kube-api-qps=1000".into(),
-                    "--kube-api-burst=2000".into(),
-                ],
+                &scheduler_args(&scheduler, scheduler_port),
                 &dir,
             )?);
             let kwok_proc = process::spawn(
                 &reaper,
                 "kwok",
                 &bin(&binaries.kwok),
-                &[
-                    format!("--kubeconfig={}", p(&kwok)),
-                    format!("--config={}", p(&bin(&binaries.kwok_stages))),
-                    "--manage-all-nodes=false".into(),
-                    format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
-                    "--manage-nodes-with-label-selector=".into(),
-                    "--manage-single-node=".into(),
-                    "--cidr=10.244.0.0/16".into(),
-                    "--node-ip=127.0.0.1".into(),
-                    "--node-lease-duration-seconds=40".into(),
-                ],
+                &kwok_args(&kwok, &bin(&binaries.kwok_stages)),
                 &dir,
             )?;
             components.push(kwok_proc.clone());
@@ -496,6 +361,7 @@ impl ControlPlane {
             simulates_nodes,
         };
         write(
+            &dir,
             STATE_FILE,
             &serde_json::to_string_pretty(&state).expect("state serializes"),
         )?;
@@ -816,6 +682,229 @@ where
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The run directory: `options.dir` (created if missing), else a fresh temporary one. Refused
+/// (a temporary one removed again) when its file system has too little free space.
+fn run_dir(options: &Options) -> Result<PathBuf, Error> {
+    let dir = match &options.dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            dir.clone()
+        }
+        None => tempfile::Builder::new()
+            .prefix("testkit-")
+            .tempdir()
+            .map_err(|e| Error::io(&std::env::temp_dir(), e))?
+            .keep(),
+    };
+    if let Err(e) = check_free_space(&dir) {
+        if options.dir.is_none() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return Err(e);
+    }
+    Ok(dir)
+}
+
+/// Writes `data` to the file `name` of `dir`; returns its path.
+fn write(dir: &Path, name: &str, data: &str) -> Result<PathBuf, Error> {
+    let path = dir.join(name);
+    std::fs::write(&path, data).map_err(|e| Error::io(&path, e))?;
+    Ok(path)
+}
+
+/// Writes to `dir` a throw-away CA, the apiserver's serving certificate, the service account
+/// signing key pair and the audit policy; returns the CA.
+fn write_credentials(dir: &Path) -> Result<pki::Authority, Error> {
+    let ca = pki::authority()?;
+    write(dir, CA_CERT, ca.cert_pem())?;
+    write(dir, CA_KEY, ca.key_pem())?;
+    let serving = pki::serving(&ca)?;
+    write(dir, TLS_CERT, &serving.cert_pem)?;
+    write(dir, TLS_KEY, &serving.key_pem)?;
+    let (sa_private, sa_public) = pki::service_account_key()?;
+    write(dir, SA_KEY, &sa_private)?;
+    write(dir, SA_PUB, &sa_public)?;
+    write(dir, AUDIT_POLICY, audit::POLICY)?;
+    Ok(ca)
+}
+
+/// A path as a flag value.
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// etcd's flags: data in `dir`, serving `etcd_url` (clients) and `peer_url`.
+fn etcd_args(dir: &Path, etcd_url: &str, peer_url: &str) -> Vec<String> {
+    vec![
+        "--name=testkit".into(),
+        format!("--data-dir={}", p(&dir.join("etcd"))),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=testkit={peer_url}"),
+        "--unsafe-no-fsync=true".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+/// Starts etcd (data in `dir`, clients on `port`, peers on `peer_port`) and waits until it is
+/// healthy.
+async fn start_etcd(
+    reaper: &process::Reaper,
+    binaries: &Binaries,
+    dir: &Path,
+    port: u16,
+    peer_port: u16,
+) -> Result<process::Component, Error> {
+    let etcd_url = format!("http://127.0.0.1:{port}");
+    let etcd = process::spawn(
+        reaper,
+        "etcd",
+        &binaries.etcd,
+        &etcd_args(dir, &etcd_url, &format!("http://127.0.0.1:{peer_port}")),
+        dir,
+    )?;
+    wait_until(&etcd, "etcd", Duration::from_secs(30), || async {
+        http_ok(port, "/health")
+    })
+    .await?;
+    Ok(etcd)
+}
+
+/// Writes the kubeconfig of `user` (`system:masters`, a client certificate of `ca`) for
+/// `server` to `dir`; returns its path.
+fn write_kubeconfig(
+    dir: &Path,
+    ca: &pki::Authority,
+    server: &str,
+    user: &str,
+) -> Result<PathBuf, Error> {
+    let cred = pki::client(ca, user, &["system:masters"])?;
+    write(
+        dir,
+        &format!("{user}.kubeconfig"),
+        &pki::kubeconfig(server, ca.cert_pem(), user, &cred),
+    )
+}
+
+/// kube-apiserver's flags: on `api_port` of the loopback address, storing in `etcd_url`, with
+/// the credentials and audit policy of [`write_credentials`] in `dir`. `simulates_nodes`: the
+/// simulated nodes' controllers run.
+fn apiserver_args(dir: &Path, etcd_url: &str, api_port: u16, simulates_nodes: bool) -> Vec<String> {
+    let server = format!("https://127.0.0.1:{api_port}");
+    let mut args = vec![
+        format!("--etcd-servers={etcd_url}"),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={api_port}"),
+        format!("--cert-dir={}", p(dir)),
+        format!("--tls-cert-file={}", p(&dir.join(TLS_CERT))),
+        format!("--tls-private-key-file={}", p(&dir.join(TLS_KEY))),
+        format!("--client-ca-file={}", p(&dir.join(CA_CERT))),
+        "--authorization-mode=Node,RBAC".into(),
+        "--allow-privileged=true".into(),
+        "--service-cluster-ip-range=10.96.0.0/16".into(),
+        format!("--service-account-issuer={server}"),
+        format!("--service-account-key-file={}", p(&dir.join(SA_PUB))),
+        format!(
+            "--service-account-signing-key-file={}",
+            p(&dir.join(SA_KEY))
+        ),
+        format!("--audit-policy-file={}", p(&dir.join(AUDIT_POLICY))),
+        format!("--audit-log-path={}", p(&dir.join(AUDIT_LOG))),
+        "--audit-log-format=json".into(),
+        "--audit-log-maxsize=0".into(),
+        "--profiling=false".into(),
+    ];
+    // Simulated nodes are never tainted not-ready at creation: no node lifecycle controller
+    // runs to remove the taint (and none should evict Pods when a heartbeat is late).
+    let mut disabled = vec!["TaintNodesByCondition"];
+    if !simulates_nodes {
+        // No service account controller runs, so default service accounts never appear.
+        disabled.push("ServiceAccount");
+    }
+    args.push(format!(
+        "--disable-admission-plugins={}",
+        disabled.join(",")
+    ));
+    args
+}
+
+/// Waits until the apiserver is ready and serves the `default` namespace.
+async fn wait_for_apiserver(apiserver: &process::Component, client: &Client) -> Result<(), Error> {
+    wait_until(
+        apiserver,
+        "kube-apiserver",
+        Duration::from_secs(90),
+        || async {
+            let ready = client
+                .request_text(http::Request::get("/readyz").body(Vec::new()).unwrap())
+                .await
+                .is_ok();
+            ready
+                && Api::<Namespace>::all(client.clone())
+                    .get_opt("default")
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some()
+        },
+    )
+    .await
+}
+
+/// kube-controller-manager's flags (`kubeconfig`; the CA and service account key in `dir`).
+fn controller_manager_args(dir: &Path, kubeconfig: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", p(kubeconfig)),
+        "--leader-elect=false".into(),
+        "--secure-port=0".into(),
+        format!("--controllers={}", CONTROLLERS.join(",")),
+        format!("--root-ca-file={}", p(&dir.join(CA_CERT))),
+        format!(
+            "--service-account-private-key-file={}",
+            p(&dir.join(SA_KEY))
+        ),
+        "--use-service-account-credentials=false".into(),
+        "--kube-api-qps=1000".into(),
+        "--kube-api-burst=2000".into(),
+        "--concurrent-deployment-syncs=10".into(),
+        "--concurrent-replicaset-syncs=10".into(),
+        "--concurrent-gc-syncs=20".into(),
+    ]
+}
+
+/// kube-scheduler's flags (`kubeconfig`, serving on `port`).
+fn scheduler_args(kubeconfig: &Path, port: u16) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", p(kubeconfig)),
+        format!("--authentication-kubeconfig={}", p(kubeconfig)),
+        format!("--authorization-kubeconfig={}", p(kubeconfig)),
+        "--leader-elect=false".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={port}"),
+        "--kube-api-qps=1000".into(),
+        "--kube-api-burst=2000".into(),
+    ]
+}
+
+/// kwok's flags (`kubeconfig`, its `stages`): it manages the nodes annotated
+/// [`KWOK_NODE_ANNOTATION`].
+fn kwok_args(kubeconfig: &Path, stages: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", p(kubeconfig)),
+        format!("--config={}", p(stages)),
+        "--manage-all-nodes=false".into(),
+        format!("--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake"),
+        "--manage-nodes-with-label-selector=".into(),
+        "--manage-single-node=".into(),
+        "--cidr=10.244.0.0/16".into(),
+        "--node-ip=127.0.0.1".into(),
+        "--node-lease-duration-seconds=40".into(),
+    ]
 }
 
 /// A plain HTTP GET on loopback (etcd's health endpoint).

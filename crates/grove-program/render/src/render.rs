@@ -10,7 +10,9 @@ use api::grove::{
 use api::labels;
 use api::runtime_version::RuntimeVersion;
 use api::v1alpha1::DynamoComponentDeploymentSharedSpec as AlphaComponent;
-use api::v1beta1::{ProviderOverride, ROLE_LEADER, ROLE_WORKER, SpecTopologyConstraint};
+use api::v1beta1::{
+    KvTransferPolicy, ProviderOverride, ROLE_LEADER, ROLE_WORKER, SpecTopologyConstraint,
+};
 use api::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::Value;
@@ -58,205 +60,323 @@ pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
 pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
     let dgd = inputs.dgd;
     let dgd_name = dgd.metadata.name.clone().unwrap_or_default();
-    let namespace = dgd.metadata.namespace.clone().unwrap_or_default();
     if dgd_name.is_empty() {
         return Err(RenderError::Unnamed);
     }
     let owner = owner_reference(dgd)?;
     unsupported(dgd)?;
 
-    let pcs_name = names::pcs_name(&dgd_name, &dgd.spec);
     let existing = inputs.existing;
-    let has_workers = dgd
-        .spec
-        .components
-        .iter()
-        .any(|c| c.r#type.is_some_and(ComponentType::is_worker));
-    let hash_labels = has_workers
-        && (existing.is_none_or(|e| compat::uses_worker_hash_labels(&dgd.spec.components, e))
-            || inputs.workers.changed);
-    let graph_annotations = dgd.metadata.annotations.clone().unwrap_or_default();
-    let discovery = graph_annotations
-        .get(labels::DYNAMO_DISCOVERY_BACKEND)
-        .filter(|v| !v.is_empty())
-        .cloned()
-        .unwrap_or_else(|| inputs.settings.discovery.as_str().to_string());
-    let kube_discovery = discovery == crate::Discovery::Kubernetes.as_str();
+    let hash_labels = worker_hash_labels(inputs);
     let alpha = preserved_alpha_services(dgd);
     let existing_restarts = compat::restart_annotations(existing);
-    let has_epp = dgd.spec.epp_component().is_some();
-    let kv = dgd
-        .spec
-        .experimental
-        .as_ref()
-        .and_then(|e| e.kv_transfer_policy.as_ref())
-        .filter(|p| p.label_key.is_some() || p.cluster_topology_name.is_some());
-
     let mut cliques = Vec::new();
     let mut groups = Vec::new();
     let mut group_cliques: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     let mut explicit_startup = false;
     for original in &dgd.spec.components {
-        let mut component = original.clone();
-        compat::legacy_worker_type(&mut component, existing);
-        let type_ = component.r#type;
-        let worker = type_.is_some_and(ComponentType::is_worker);
-        let backend = Backend::detect(original, dgd.spec.backend_framework).map_err(|message| {
-            RenderError::Backend {
-                component: original.name.clone(),
-                message,
-            }
-        })?;
-        if worker && hash_labels {
-            let meta = component
-                .pod_template
-                .get_or_insert_with(Default::default)
-                .metadata
-                .get_or_insert_with(Default::default);
-            meta.labels.get_or_insert_with(BTreeMap::new).insert(
-                labels::DYNAMO_WORKER_HASH.into(),
-                inputs.workers.hash.clone(),
-            );
-        }
-        let dynamo_namespace =
-            labels::dynamo_namespace(component.global_dynamo_namespace, &namespace, &dgd_name);
-        let alpha_component = alpha.get(&original.name);
-
-        let mut annotations = clique_annotations(
-            dgd,
-            &component,
-            alpha_component,
-            &graph_annotations,
-            &discovery,
-        );
-        let worker_kv = kv.filter(|_| worker);
-        if let Some(policy) = worker_kv {
-            if let Some(key) = &policy.label_key {
-                annotations.insert(labels::TOPOLOGY_LABEL_KEY.into(), key.clone());
-            }
-            if let Some(name) = &policy.cluster_topology_name {
-                annotations.insert(labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME.into(), name.clone());
-            }
-        }
         let restart_at = inputs
             .restart
             .filter(|r| r.components.contains(&original.name))
             .map(|r| r.value.clone())
             .or_else(|| existing_restarts.get(&original.name).cloned());
-        if let Some(at) = restart_at {
-            annotations.insert(labels::RESTART_AT.into(), at);
-        }
-        let mut clique_labels = clique_labels(
-            dgd,
-            &dgd_name,
-            &component,
-            alpha_component,
-            &dynamo_namespace,
-            &annotations,
-            has_epp,
-            kube_discovery,
-        );
-        let checkpoint = inputs.checkpoints.get(&original.name);
-        if let Some(checkpoint) = checkpoint {
-            pod_render::restore::metadata(&mut clique_labels, &mut annotations, checkpoint);
-        }
-        let component_group = dgd.spec.component_group(&original.name);
-        if let Some(group) = component_group {
-            clique_labels.insert(labels::DYNAMO_COMPONENT_GROUP.into(), group.name.clone());
-        }
-        let worker_hash = worker
-            .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
-            .flatten();
-        let waiting = inputs.waiting_for_checkpoint.contains(&original.name);
-        let uses_group = component.uses_pcsg();
-        let multinode = component.is_multinode();
-        let roles = names::clique_roles(&component);
-        let component_type = type_.map(ComponentType::as_str).unwrap_or_default();
-        let mut names_in_group = Vec::new();
-        for role in &roles {
-            let input = PodInput {
-                graph: Some(&dgd_name),
-                namespace: &namespace,
-                component: &component,
-                component_type,
-                dynamo_namespace: &dynamo_namespace,
-                worker_hash: worker_hash.as_deref(),
-                annotations: &annotations,
-                kube_discovery,
-                backend,
-                graph_env: &dgd.spec.env,
-                kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
-                pull_secrets: inputs.pull_secrets,
-                infrastructure: &inputs.settings.infrastructure,
-                runtime_version: RuntimeVersion::of_component(&component),
-                checkpoint,
-                role: role.role,
-                deployer: pod::Deployer::Grove,
-            };
-            let spec = pod_render::pod_spec(&input);
-            let min_available = if multinode {
-                role.replicas
-            } else if uses_group {
-                1
-            } else {
-                component.min_available.unwrap_or(1)
-            };
-            cliques.push(PodCliqueTemplateSpec {
-                name: role.name.clone(),
-                labels: clique_labels.clone(),
-                annotations: annotations.clone(),
-                topology_constraint: if uses_group {
-                    None
-                } else {
-                    component_topology(&component, dgd.spec.topology_constraint.as_ref())
-                },
-                resource_sharing: Vec::new(),
-                spec: PodCliqueSpec {
-                    role_name: role.name.clone(),
-                    pod_spec: spec,
-                    replicas: if waiting { 0 } else { role.replicas },
-                    min_available: Some(min_available),
-                    starts_after: Vec::new(),
-                    auto_scaling_config: None,
-                },
-            });
-            names_in_group.push(role.name.clone());
-        }
-        if backend == Backend::Trtllm && multinode {
-            explicit_startup |= trtllm_leader_after_workers(&mut cliques, &roles);
-        }
-        if let Some(group) = component_group {
+        let rendered = component_cliques(
+            inputs,
+            original,
+            alpha.get(&original.name),
+            hash_labels,
+            restart_at,
+        )?;
+        explicit_startup |= rendered.explicit_startup;
+        let names_in_group: Vec<String> = rendered.cliques.iter().map(|c| c.name.clone()).collect();
+        cliques.extend(rendered.cliques);
+        if let Some(group) = dgd.spec.component_group(&original.name) {
             group_cliques
                 .entry(group.name.as_str())
                 .or_default()
                 .extend(names_in_group);
-        } else if uses_group {
-            groups.push(PodCliqueScalingGroupConfig {
-                name: original.name.to_lowercase(),
-                clique_names: names_in_group,
-                annotations: BTreeMap::new(),
-                replicas: if waiting { Some(0) } else { component.replicas },
-                min_available: Some(component.min_available.unwrap_or(1)),
-                scale_config: None,
-                resource_sharing: Vec::new(),
-                topology_constraint: component_topology(
-                    &component,
-                    dgd.spec.topology_constraint.as_ref(),
-                ),
-            });
+        } else if let Some(group) = rendered.scaling_group {
+            groups.push(group);
         }
     }
-
     groups.extend(component_group_configs(dgd, &group_cliques));
 
+    let mut pcs = pod_clique_set(inputs, &dgd_name, owner, cliques, groups, explicit_startup)?;
+    let waiting_lower: BTreeSet<String> = inputs
+        .waiting_for_checkpoint
+        .iter()
+        .map(|c| c.to_lowercase())
+        .collect();
+    compat::upgrade_topology_constraints(&mut pcs, existing);
+    compat::preserve_order(&mut pcs, existing);
+    compat::preserve_replicas(&mut pcs, existing, &waiting_lower);
+    provider_overrides(&mut pcs, dgd)?;
+    Ok(pcs)
+}
+
+/// Whether worker cliques carry the worker hash label: the graph has workers, and the existing
+/// PodCliqueSet (if any) labels them so or the worker spec changed.
+fn worker_hash_labels(inputs: &Inputs<'_>) -> bool {
+    let components = &inputs.dgd.spec.components;
+    let has_workers = components
+        .iter()
+        .any(|c| c.r#type.is_some_and(ComponentType::is_worker));
+    has_workers
+        && (inputs
+            .existing
+            .is_none_or(|e| compat::uses_worker_hash_labels(components, e))
+            || inputs.workers.changed)
+}
+
+/// The discovery backend of the graph's pods: its `nvidia.com/dynamo-discovery-backend`
+/// annotation, else the operator's setting.
+fn discovery_backend(dgd: &DynamoGraphDeployment, settings: &crate::Settings) -> String {
+    dgd.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(labels::DYNAMO_DISCOVERY_BACKEND))
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| settings.discovery.as_str().to_string())
+}
+
+/// The graph's KV transfer policy, when it names a topology (label key or ClusterTopology).
+fn kv_transfer_policy(dgd: &DynamoGraphDeployment) -> Option<&KvTransferPolicy> {
+    dgd.spec
+        .experimental
+        .as_ref()
+        .and_then(|e| e.kv_transfer_policy.as_ref())
+        .filter(|p| p.label_key.is_some() || p.cluster_topology_name.is_some())
+}
+
+/// The Dynamo namespace of a component's pods.
+fn dynamo_namespace(
+    dgd: &DynamoGraphDeployment,
+    component: &DynamoComponentDeploymentSharedSpec,
+) -> String {
+    labels::dynamo_namespace(
+        component.global_dynamo_namespace,
+        dgd.metadata.namespace.as_deref().unwrap_or_default(),
+        dgd.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// What one component renders: its cliques and, for a component that uses a scaling group, the
+/// scaling group of its own (used unless the component is a member of a component group).
+struct ComponentCliques {
+    /// One clique per role, in role order.
+    cliques: Vec<PodCliqueTemplateSpec>,
+    /// The component's own scaling group (multinode, inter-pod GMS or forced components).
+    scaling_group: Option<PodCliqueScalingGroupConfig>,
+    /// A TRT-LLM multinode leader starts after its workers.
+    explicit_startup: bool,
+}
+
+/// The cliques of component `original` ([`names::clique_roles`]: a multinode component's leader
+/// and worker cliques with the backend's launch wiring), rendered from the component as the
+/// compatibility rules and the worker hash label (`hash_labels`) leave it, with the labels and
+/// annotations of [`clique_metadata`]. `alpha`: its preserved v1alpha1 service; `restart_at`: its
+/// `nvidia.com/restartAt` value.
+fn component_cliques(
+    inputs: &Inputs<'_>,
+    original: &DynamoComponentDeploymentSharedSpec,
+    alpha: Option<&AlphaComponent>,
+    hash_labels: bool,
+    restart_at: Option<String>,
+) -> Result<ComponentCliques, RenderError> {
+    let dgd = inputs.dgd;
+    let backend = Backend::detect(original, dgd.spec.backend_framework).map_err(|message| {
+        RenderError::Backend {
+            component: original.name.clone(),
+            message,
+        }
+    })?;
+    let component = rendered_component(original, inputs, hash_labels);
+    let worker = component.r#type.is_some_and(ComponentType::is_worker);
+    let worker_kv = kv_transfer_policy(dgd).filter(|_| worker);
+    let (clique_labels, annotations) =
+        clique_metadata(inputs, &component, alpha, worker_kv, restart_at);
+    let worker_hash = worker
+        .then(|| clique_labels.get(labels::DYNAMO_WORKER_HASH).cloned())
+        .flatten();
+    let waiting = inputs.waiting_for_checkpoint.contains(&original.name);
+    let uses_group = component.uses_pcsg();
+    let multinode = component.is_multinode();
+    let roles = names::clique_roles(&component);
+    let dgd_name = dgd.metadata.name.as_deref().unwrap_or_default();
+    let namespace = dgd.metadata.namespace.as_deref().unwrap_or_default();
+    let dynamo_namespace = dynamo_namespace(dgd, &component);
+    let pod_spec = |role| {
+        pod_render::pod_spec(&PodInput {
+            graph: Some(dgd_name),
+            namespace,
+            component: &component,
+            component_type: component
+                .r#type
+                .map(ComponentType::as_str)
+                .unwrap_or_default(),
+            dynamo_namespace: &dynamo_namespace,
+            worker_hash: worker_hash.as_deref(),
+            annotations: &annotations,
+            kube_discovery: discovery_backend(dgd, inputs.settings)
+                == crate::Discovery::Kubernetes.as_str(),
+            backend,
+            graph_env: &dgd.spec.env,
+            kv_transfer: worker_kv.map(|p| (p, inputs.topology_domains)),
+            pull_secrets: inputs.pull_secrets,
+            infrastructure: &inputs.settings.infrastructure,
+            runtime_version: RuntimeVersion::of_component(&component),
+            checkpoint: inputs.checkpoints.get(&original.name),
+            role,
+            deployer: pod::Deployer::Grove,
+        })
+    };
+    let topology = if uses_group {
+        None
+    } else {
+        component_topology(&component, dgd.spec.topology_constraint.as_ref())
+    };
+    let mut cliques: Vec<PodCliqueTemplateSpec> = roles
+        .iter()
+        .map(|role| PodCliqueTemplateSpec {
+            name: role.name.clone(),
+            labels: clique_labels.clone(),
+            annotations: annotations.clone(),
+            topology_constraint: topology.clone(),
+            resource_sharing: Vec::new(),
+            spec: PodCliqueSpec {
+                role_name: role.name.clone(),
+                pod_spec: pod_spec(role.role),
+                replicas: if waiting { 0 } else { role.replicas },
+                min_available: Some(clique_min_available(&component, role)),
+                starts_after: Vec::new(),
+                auto_scaling_config: None,
+            },
+        })
+        .collect();
+    let explicit_startup = backend == Backend::Trtllm
+        && multinode
+        && trtllm_leader_after_workers(&mut cliques, &roles);
+    let scaling_group = uses_group.then(|| PodCliqueScalingGroupConfig {
+        name: original.name.to_lowercase(),
+        clique_names: roles.iter().map(|r| r.name.clone()).collect(),
+        annotations: BTreeMap::new(),
+        replicas: if waiting { Some(0) } else { component.replicas },
+        min_available: Some(component.min_available.unwrap_or(1)),
+        scale_config: None,
+        resource_sharing: Vec::new(),
+        topology_constraint: component_topology(&component, dgd.spec.topology_constraint.as_ref()),
+    });
+    Ok(ComponentCliques {
+        cliques,
+        scaling_group,
+        explicit_startup,
+    })
+}
+
+/// The component as its cliques render it: the legacy worker type rule of [`compat`] applied
+/// and, on workers with `hash_labels`, the worker hash label on its pod template.
+fn rendered_component(
+    original: &DynamoComponentDeploymentSharedSpec,
+    inputs: &Inputs<'_>,
+    hash_labels: bool,
+) -> DynamoComponentDeploymentSharedSpec {
+    let mut component = original.clone();
+    compat::legacy_worker_type(&mut component, inputs.existing);
+    let worker = component.r#type.is_some_and(ComponentType::is_worker);
+    if worker && hash_labels {
+        let meta = component
+            .pod_template
+            .get_or_insert_with(Default::default)
+            .metadata
+            .get_or_insert_with(Default::default);
+        meta.labels.get_or_insert_with(BTreeMap::new).insert(
+            labels::DYNAMO_WORKER_HASH.into(),
+            inputs.workers.hash.clone(),
+        );
+    }
+    component
+}
+
+/// The labels and annotations of a component's cliques: [`clique_annotations`] with the KV
+/// transfer topology of a worker (`kv`) and the restart stamp (`restart_at`), then
+/// [`clique_labels`], the checkpoint's restore metadata and the component group label.
+fn clique_metadata(
+    inputs: &Inputs<'_>,
+    component: &DynamoComponentDeploymentSharedSpec,
+    alpha: Option<&AlphaComponent>,
+    kv: Option<&KvTransferPolicy>,
+    restart_at: Option<String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let dgd = inputs.dgd;
+    let graph_annotations = dgd.metadata.annotations.clone().unwrap_or_default();
+    let discovery = discovery_backend(dgd, inputs.settings);
+    let mut annotations = clique_annotations(dgd, component, alpha, &graph_annotations, &discovery);
+    if let Some(policy) = kv {
+        if let Some(key) = &policy.label_key {
+            annotations.insert(labels::TOPOLOGY_LABEL_KEY.into(), key.clone());
+        }
+        if let Some(name) = &policy.cluster_topology_name {
+            annotations.insert(labels::TOPOLOGY_CLUSTER_TOPOLOGY_NAME.into(), name.clone());
+        }
+    }
+    if let Some(at) = restart_at {
+        annotations.insert(labels::RESTART_AT.into(), at);
+    }
+    let mut clique_labels = clique_labels(
+        dgd,
+        dgd.metadata.name.as_deref().unwrap_or_default(),
+        component,
+        alpha,
+        &dynamo_namespace(dgd, component),
+        &annotations,
+        dgd.spec.epp_component().is_some(),
+        discovery == crate::Discovery::Kubernetes.as_str(),
+    );
+    if let Some(checkpoint) = inputs.checkpoints.get(&component.name) {
+        pod_render::restore::metadata(&mut clique_labels, &mut annotations, checkpoint);
+    }
+    if let Some(group) = dgd.spec.component_group(&component.name) {
+        clique_labels.insert(labels::DYNAMO_COMPONENT_GROUP.into(), group.name.clone());
+    }
+    (clique_labels, annotations)
+}
+
+/// `minAvailable` of the clique of `role`: the role's replicas on a multinode component, 1 in a
+/// scaling group, else the component's (1 when unset).
+fn clique_min_available(
+    component: &DynamoComponentDeploymentSharedSpec,
+    role: &names::CliqueRole,
+) -> i32 {
+    if component.is_multinode() {
+        role.replicas
+    } else if component.uses_pcsg() {
+        1
+    } else {
+        component.min_available.unwrap_or(1)
+    }
+}
+
+/// The PodCliqueSet around `cliques` and `groups` (`explicit_startup`: a leader starts after
+/// its workers), named [`names::pcs_name`] and controlled by the graph (`owner`).
+fn pod_clique_set(
+    inputs: &Inputs<'_>,
+    dgd_name: &str,
+    owner: OwnerReference,
+    cliques: Vec<PodCliqueTemplateSpec>,
+    groups: Vec<PodCliqueScalingGroupConfig>,
+    explicit_startup: bool,
+) -> Result<PodCliqueSet, RenderError> {
+    let dgd = inputs.dgd;
+    let graph_annotations = dgd.metadata.annotations.clone().unwrap_or_default();
     let mut pcs_labels = dgd.spec.labels.clone();
     pcs_labels.insert(
         labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.into(),
-        dgd_name.clone(),
+        dgd_name.to_string(),
     );
-    let mut pcs = PodCliqueSet {
+    Ok(PodCliqueSet {
         metadata: ObjectMeta {
-            name: Some(pcs_name),
+            name: Some(names::pcs_name(dgd_name, &dgd.spec)),
             namespace: dgd.metadata.namespace.clone(),
             labels: Some(pcs_labels),
             annotations: (!dgd.spec.annotations.is_empty()).then(|| dgd.spec.annotations.clone()),
@@ -285,18 +405,7 @@ pub fn render(inputs: &Inputs<'_>) -> Result<PodCliqueSet, RenderError> {
             },
         },
         status: None,
-    };
-
-    let waiting_lower: BTreeSet<String> = inputs
-        .waiting_for_checkpoint
-        .iter()
-        .map(|c| c.to_lowercase())
-        .collect();
-    compat::upgrade_topology_constraints(&mut pcs, existing);
-    compat::preserve_order(&mut pcs, existing);
-    compat::preserve_replicas(&mut pcs, existing, &waiting_lower);
-    provider_overrides(&mut pcs, dgd)?;
-    Ok(pcs)
+    })
 }
 
 /// Annotation in which v1alpha1 → v1beta1 conversion keeps the v1alpha1 spec it could not

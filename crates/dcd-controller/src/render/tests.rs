@@ -12,8 +12,12 @@ use k8s_openapi::api::core::v1::{
     Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use super::gpus::container_gpus;
 use super::*;
 use crate::fixtures::{conformance_dcd, conformance_graphs, dcd_of};
 
