@@ -476,15 +476,8 @@ fn unreadable_reporters(w: &Wiring<'_>) -> anyhow::Result<Vec<BoxFuture<'static,
     ])
 }
 
-fn dgd_controller(
-    w: &Wiring<'_>,
-    metrics: ControllerMetrics,
-    waiting: futures::channel::mpsc::UnboundedReceiver<
-        kube::runtime::reflector::ObjectRef<DynamoGraphDeployment>,
-    >,
-) -> anyhow::Result<BoxFuture<'static, ()>> {
-    let name = ControllerName::Dgd;
-    let store = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
+/// Registers the kinds the graph controller reads (and is triggered by) besides the graphs.
+fn watch_graph_children(w: &Wiring<'_>) -> anyhow::Result<()> {
     w.watch::<DynamoComponentDeployment>(Scope::All)?;
     w.watch::<DynamoGraphDeploymentScalingAdapter>(Scope::All)?;
     // Unselected: the DCD controller reads the namespace's labelled accounts from it too.
@@ -506,6 +499,19 @@ fn dgd_controller(
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
     w.watch_optional::<PodClique>(Scope::Graph)?;
     w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
+    Ok(())
+}
+
+fn dgd_controller(
+    w: &Wiring<'_>,
+    metrics: ControllerMetrics,
+    waiting: futures::channel::mpsc::UnboundedReceiver<
+        kube::runtime::reflector::ObjectRef<DynamoGraphDeployment>,
+    >,
+) -> anyhow::Result<BoxFuture<'static, ()>> {
+    let name = ControllerName::Dgd;
+    let store = w.watch::<DynamoGraphDeployment>(Scope::Primary)?;
+    watch_graph_children(w)?;
     let secrets = w.docker_config_secrets()?;
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
