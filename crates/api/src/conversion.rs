@@ -21,13 +21,13 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// Annotation on v1beta1 objects: the v1alpha1 spec they were converted from.
-const ALPHA_SPEC: &str = "nvidia.com/dgd-v1alpha1-spec";
+pub const ALPHA_SPEC: &str = "nvidia.com/dgd-v1alpha1-spec";
 /// Annotation on v1alpha1 objects: the v1beta1 spec they were converted from.
 const BETA_SPEC: &str = "nvidia.com/dgd-v1beta1-spec";
 /// Name of the container that holds a v1alpha1 `frontendSidecar` in v1beta1.
 pub const FRONTEND_SIDECAR_CONTAINER: &str = "frontend-sidecar";
 /// Resource name of a v1alpha1 `gpu` quantity without `gpuType`.
-pub const DEFAULT_GPU_RESOURCE: &str = "nvidia.com/gpu";
+pub const DEFAULT_GPU_RESOURCE: &str = crate::gpu::NVIDIA_GPU;
 
 /// A conversion that cannot be done.
 #[derive(Debug, thiserror::Error)]

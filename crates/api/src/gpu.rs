@@ -9,11 +9,14 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use crate::DynamoComponentDeploymentSharedSpec;
 
+/// Resource name of NVIDIA GPUs (the device plugin's).
+pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
+
 /// Whether a resource name counts GPUs: `nvidia.com/gpu`, `gpu`, `*/gpu`, MIG shapes `*/mig-*`
 /// and `gpu.*`, case-insensitively.
 pub fn is_gpu_resource(name: &str) -> bool {
     let n = name.to_lowercase();
-    n == "nvidia.com/gpu"
+    n == NVIDIA_GPU
         || n == "gpu"
         || n.ends_with("/gpu")
         || n.contains("/mig-")

@@ -51,7 +51,7 @@ pub use api::labels::LAST_APPLIED_HASH;
 /// Field manager of the PodCliqueSet: the graph's.
 pub use reconcilers::child::FIELD_MANAGER;
 /// Failure reason of the workload step (upstream's default failure reason).
-pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
+pub use reconcilers::error::REASON_FAILED_TO_RECONCILE_RESOURCES as REASON_WORKLOADS_FAILED;
 /// Event: the PodCliqueSet was created.
 pub const EVENT_PCS_CREATED: &str = "PodCliqueSetCreated";
 /// Event: the PodCliqueSet was changed.

@@ -63,7 +63,7 @@ pub use api::labels::LAST_APPLIED_HASH;
 /// Field manager of the DCDs this step applies: the graph's.
 pub use reconcilers::child::FIELD_MANAGER;
 /// Failure reason of the workloads step (upstream's default failure reason).
-pub const REASON_WORKLOADS_FAILED: &str = "failed_to_reconcile_the_resources";
+pub use reconcilers::error::REASON_FAILED_TO_RECONCILE_RESOURCES as REASON_WORKLOADS_FAILED;
 /// Event: a DCD was created.
 pub const EVENT_DCD_CREATED: &str = "DynamoComponentDeploymentCreated";
 /// Event: a DCD was changed back to its desired state.

@@ -40,7 +40,7 @@ pub use workloads::leader_worker_set_name;
 /// Rolling-update `maxSurge` and `maxUnavailable` unless the annotations set them.
 pub use api::deployment_strategy::DEFAULT_ROLLING_UPDATE;
 /// Resource name of NVIDIA GPUs.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+pub use api::gpu::NVIDIA_GPU as GPU_RESOURCE;
 
 /// Label (controller, LWS pods): `leader` or `worker`; multinode Services select `leader`.
 pub const ROLE_LABEL: &str = "role";

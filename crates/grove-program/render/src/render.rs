@@ -411,7 +411,7 @@ fn pod_clique_set(
 /// Annotation in which v1alpha1 → v1beta1 conversion keeps the v1alpha1 spec it could not
 /// represent (`api::conversion`); its services carry the alpha-only `subComponentType`,
 /// `labels` and `annotations` upstream renders onto cliques.
-pub const PRESERVED_ALPHA_SPEC: &str = "nvidia.com/dgd-v1alpha1-spec";
+pub use api::conversion::ALPHA_SPEC as PRESERVED_ALPHA_SPEC;
 
 /// The v1alpha1 services preserved on a converted graph, by name (empty for native v1beta1).
 pub(crate) fn preserved_alpha_services(
