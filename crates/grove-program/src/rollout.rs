@@ -15,13 +15,12 @@
 
 use std::sync::Arc;
 
-use api::labels;
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use grove_render::Workers;
-use kit::{Outcome, Patch, Writer, WriterExt};
-use kube::ResourceExt;
-use reconcilers::rollout::{EVENT_ROLLING_UPDATE_NOT_SUPPORTED, recorded_hash, worker_hash};
-use serde_json::{Value, json};
+use kit::{Outcome, Writer};
+use reconcilers::rollout::{
+    EVENT_ROLLING_UPDATE_NOT_SUPPORTED, record_worker_hash, recorded_hash, worker_hash,
+};
 
 /// Why the rollout step failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,27 +52,11 @@ impl UnsupportedRollout {
     ) -> Result<Workers, Error> {
         let hash = worker_hash(dgd);
         let recorded = recorded_hash(dgd);
-        let annotations = dgd.metadata.annotations.as_ref();
-        let v2 = annotations.and_then(|a| a.get(labels::CURRENT_WORKER_HASH_V2));
-        let has_v1 = annotations.is_some_and(|a| a.contains_key(labels::CURRENT_WORKER_HASH));
         let changed = recorded.as_deref().is_some_and(|r| r != hash);
-        if v2.map(String::as_str) == Some(hash.as_str()) && !has_v1 {
-            return Ok(Workers { hash, changed });
-        }
-        let patch = json!({"metadata": {"annotations": {
-            labels::CURRENT_WORKER_HASH_V2: hash,
-            labels::CURRENT_WORKER_HASH: Value::Null,
-        }}});
-        let applied = self
-            .writer
-            .patch::<DynamoGraphDeployment>(
-                dgd.namespace().as_deref(),
-                &dgd.name_any(),
-                &Patch::Merge(patch),
-            )
+        let written = record_worker_hash(self.writer.as_ref(), dgd, &hash)
             .await
             .map_err(Error::Record)?;
-        if applied.changed && changed {
+        if written && changed {
             tracing::info!(
                 dgd = %kit::object::key_of(dgd),
                 from = recorded.as_deref().unwrap_or_default(),

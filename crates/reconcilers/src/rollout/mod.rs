@@ -477,30 +477,40 @@ impl Rollout {
         })
     }
 
-    /// Record `hash` as the active generation (dropping the v1 annotation). Returns whether a
-    /// write happened and changed the graph.
+    /// Record `hash` as the active generation ([`record_worker_hash`]).
     async fn record(&self, dgd: &DynamoGraphDeployment, hash: &str) -> Result<bool, Error> {
-        let annotations = dgd.metadata.annotations.as_ref();
-        let current = annotations.and_then(|a| a.get(labels::CURRENT_WORKER_HASH_V2));
-        let has_v1 = annotations.is_some_and(|a| a.contains_key(labels::CURRENT_WORKER_HASH));
-        if current.map(String::as_str) == Some(hash) && !has_v1 {
-            return Ok(false);
-        }
-        let patch = json!({"metadata": {"annotations": {
-            labels::CURRENT_WORKER_HASH_V2: hash,
-            labels::CURRENT_WORKER_HASH: Value::Null,
-        }}});
-        let applied = self
-            .writer
-            .patch::<DynamoGraphDeployment>(
-                dgd.namespace().as_deref(),
-                &dgd.name_any(),
-                &Patch::Merge(patch),
-            )
+        record_worker_hash(self.writer.as_ref(), dgd, hash)
             .await
-            .map_err(Error::Record)?;
-        Ok(applied.changed)
+            .map_err(Error::Record)
     }
+}
+
+/// Record `hash` as the graph's active worker generation (`current-worker-hash-v2`, dropping
+/// the v1 annotation), both pathways' record: no request when it is already recorded. Returns
+/// whether a write happened and changed the graph.
+pub async fn record_worker_hash(
+    writer: &dyn Writer,
+    dgd: &DynamoGraphDeployment,
+    hash: &str,
+) -> Result<bool, kit::Error> {
+    let annotations = dgd.metadata.annotations.as_ref();
+    let current = annotations.and_then(|a| a.get(labels::CURRENT_WORKER_HASH_V2));
+    let has_v1 = annotations.is_some_and(|a| a.contains_key(labels::CURRENT_WORKER_HASH));
+    if current.map(String::as_str) == Some(hash) && !has_v1 {
+        return Ok(false);
+    }
+    let patch = json!({"metadata": {"annotations": {
+        labels::CURRENT_WORKER_HASH_V2: hash,
+        labels::CURRENT_WORKER_HASH: Value::Null,
+    }}});
+    let applied = writer
+        .patch::<DynamoGraphDeployment>(
+            dgd.namespace().as_deref(),
+            &dgd.name_any(),
+            &Patch::Merge(patch),
+        )
+        .await?;
+    Ok(applied.changed)
 }
 
 /// Server-side apply `spec.replicas` of the DCD `name` in `namespace` (and no other field) under
