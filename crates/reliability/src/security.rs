@@ -23,7 +23,7 @@ use super::{Report, Suite};
 pub fn deploy_static(root: &Path) -> anyhow::Result<Report> {
     let mut report = Report::new("deploy-static");
     // The workspace's feature set, so the test build is reused.
-    let status = crate::cluster::cargo()
+    let status = bench::cluster::cargo()
         .args(["test", "-q", "--workspace", "--test", "deploy"])
         .current_dir(root)
         .status()?;
@@ -207,7 +207,7 @@ fn ablation_inputs(suite: &Suite, ns: &str) -> anyhow::Result<Vec<Value>> {
             &suite
                 .env
                 .root
-                .join("xtask/reliability-corpus/checkpoints/qwen.yaml"),
+                .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
         )?;
         c["metadata"] = json!({"name": "qwen", "namespace": ns});
         inputs.push(c);

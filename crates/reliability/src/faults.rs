@@ -227,7 +227,7 @@ pub async fn crash(suite: &mut Suite) -> anyhow::Result<Report> {
             &suite
                 .env
                 .root
-                .join("xtask/reliability-corpus/checkpoints/qwen.yaml"),
+                .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
         )?;
         for i in 0..(count / 10).max(2) {
             let mut c = template.clone();
@@ -1217,7 +1217,7 @@ pub async fn last_look(suite: &mut Suite) -> anyhow::Result<Report> {
 
 /// Memory: cycles of graphs with new names each (created, Ready, deleted, every child gone) on
 /// the main operator; its resident set after the last cycle must stay within
-/// [`crate::soak::MAX_GROWTH`] of the one after the first.
+/// [`bench::soak::MAX_GROWTH`] of the one after the first.
 pub async fn soak(suite: &mut Suite) -> anyhow::Result<Report> {
     let mut report = Report::new("soak");
     suite.main_operator().await?;
@@ -1229,12 +1229,12 @@ pub async fn soak(suite: &mut Suite) -> anyhow::Result<Report> {
         .context("the operator is not running")?;
     let ns = suite.env.namespace("soak").await?;
     let templates = suite.templates();
-    let plan = crate::soak::Plan {
+    let plan = bench::soak::Plan {
         cycles: if suite.quick { 3 } else { 5 },
         graphs: if suite.quick { 24 } else { 60 },
         timeout: Duration::from_secs(300),
     };
-    let soaked = crate::soak::run(&suite.env.admin(), &ns, pid, plan, |cycle, i| {
+    let soaked = bench::soak::run(&suite.env.admin(), &ns, pid, plan, |cycle, i| {
         let (template, body) = &templates[i % templates.len()];
         // Grove's CRDs are installed and nothing plays Grove: the component pathway.
         super::harness::pinned(graph(

@@ -24,11 +24,13 @@
 //! them; it fails when a graph never becomes Ready or a no-op change causes a write.
 
 mod audit;
+pub mod cluster;
 mod graphs;
 mod phases;
 mod plot;
-pub(crate) mod process;
+pub mod process;
 mod report;
+pub mod soak;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -37,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 use testkit::{ControlPlane, Options};
 
-use crate::cluster::{self, target_dir, workspace_root};
+use crate::cluster::{target_dir, workspace_root};
 
 use self::audit::{AuditLog, KCM_USER, SCHEDULER_USER};
 use self::phases::{HONOURED_ANNOTATION, IGNORED_ANNOTATION, Session};

@@ -11,15 +11,10 @@
 //! `docs/reliability.md`; the report of a run is written to `target/reliability/<run>/report.md`
 //! (`--record` also writes the figures into `docs/reliability.md`).
 
-#[path = "reliability_faults.rs"]
 mod faults;
-#[path = "reliability_fuzz.rs"]
 mod fuzz;
-#[path = "reliability_harness.rs"]
 mod harness;
-#[path = "reliability_input.rs"]
 mod input;
-#[path = "reliability_security.rs"]
 mod security;
 
 use std::collections::BTreeMap;
@@ -156,7 +151,7 @@ pub struct Suite {
     pub quick: bool,
     /// The operator most scenarios use (one replica, leader election on).
     pub main: Option<Operator>,
-    /// The graph templates by name (from `xtask/reliability-corpus/graphs`).
+    /// The graph templates by name (from `crates/reliability/corpus/graphs`).
     pub templates: BTreeMap<String, Value>,
     /// Each template's subtree as the operator produced it undisturbed (`reference`).
     pub references: BTreeMap<String, Fingerprint>,
@@ -278,9 +273,7 @@ impl Suite {
 }
 
 pub fn run(options: Options) -> anyhow::Result<()> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()?;
+    let root = bench::cluster::workspace_root();
     let seed = options.seed.unwrap_or_else(|| harness::now_micros() as u64);
     let selected: Vec<&str> = SCENARIOS
         .iter()
@@ -322,7 +315,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
         _ => !options.quick,
     };
     let binary = if needs_cluster {
-        crate::cluster::build_operator(&root, if release { "release" } else { "dev" })?
+        bench::cluster::build_operator(&root, if release { "release" } else { "dev" })?
     } else {
         PathBuf::new()
     };
@@ -471,7 +464,7 @@ fn offline(
 }
 
 fn load_templates(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {
-    let dir = root.join("xtask/reliability-corpus/graphs");
+    let dir = root.join("crates/reliability/corpus/graphs");
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();

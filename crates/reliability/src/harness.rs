@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ControlPlane;
 
-pub use crate::cluster::{server_side_apply, yaml_documents};
+pub use bench::cluster::{server_side_apply, yaml_documents};
 
 /// The ServiceAccount the operator runs as (deploy/operator/serviceaccount.yaml).
 pub const OPERATOR_NAMESPACE: &str = "dynamo-system";
@@ -555,7 +555,7 @@ pub fn yaml_value(path: &Path) -> anyhow::Result<Value> {
     Ok(serde_yaml::from_str(&text)?)
 }
 
-pub use crate::cluster::dgd_resource;
+pub use bench::cluster::dgd_resource;
 
 /// A graph from a template: name, namespace and the template label set.
 pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Value {
