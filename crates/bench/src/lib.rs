@@ -31,6 +31,7 @@ mod plot;
 pub mod process;
 mod report;
 pub mod soak;
+mod summary;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -399,7 +400,7 @@ fn publish(root: &Path, out: &Path, report: &Report, docs: bool) -> anyhow::Resu
         out.join("summary.md"),
         format!(
             "# Benchmark summary\n\n{}",
-            report::markdown(report, Some("benchmarks.svg"))
+            summary::markdown(report, Some("benchmarks.svg"))
         ),
     )?;
     if docs {
@@ -407,7 +408,7 @@ fn publish(root: &Path, out: &Path, report: &Report, docs: bool) -> anyhow::Resu
         std::fs::write(root.join("docs/benchmarks.svg"), &svg)?;
         let generated = format!(
             "{DOC_BEGIN}\n{}{DOC_END}",
-            report::markdown(report, Some("benchmarks.svg"))
+            summary::markdown(report, Some("benchmarks.svg"))
         );
         let text = std::fs::read_to_string(&page).unwrap_or_default();
         let text = match (text.find(DOC_BEGIN), text.find(DOC_END)) {

@@ -29,14 +29,12 @@ use serde_json::json;
 use super::audit::{AuditLog, KCM_USER, Request, Requests, SCHEDULER_USER, Tally};
 use super::graphs::Graph;
 use super::process::{DCD, DGD, Metrics, OPERATOR_USER, Operator};
-use super::report::{Churn, Convergence, Noop, Reconciles, Stimulus};
+use super::report::{Churn, Convergence, MACHINE, Noop, Reconciles, Stimulus};
 
 /// Requests the bench keeps in flight while applying or patching graphs.
 const CONCURRENCY: usize = 16;
 /// How long nothing may move before a phase counts as settled.
 const QUIET: Duration = Duration::from_secs(3);
-/// The key of the whole machine's busy CPU time among per-process CPU times.
-pub const MACHINE: &str = "(machine)";
 /// An annotation no trigger looks at.
 pub const IGNORED_ANNOTATION: &str = "bench.dynamo.example/touch";
 /// An annotation the graph trigger honours whose value changes nothing for a graph on the
