@@ -27,6 +27,7 @@ mod audit;
 pub mod cluster;
 mod graphs;
 mod matrix;
+pub mod metrics;
 mod phases;
 mod plot;
 pub mod process;

@@ -23,7 +23,8 @@ use serde_json::json;
 
 use crate::audit::{AuditLog, Request, Tally};
 use crate::graphs::Graph;
-use crate::process::{DCD, DGD, Metrics, OPERATOR_USER, Operator};
+use crate::metrics::{DCD, DGD, Metrics};
+use crate::process::{OPERATOR_USER, Operator};
 use crate::report::{MACHINE, Noop, Reconciles};
 
 use self::readiness::Readiness;

@@ -9,6 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use bench::metrics::{Metrics, http_get};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Secret, ServiceAccount};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -16,6 +17,8 @@ use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use testkit::ControlPlane;
+use testkit::audit::unix_micros;
+use testkit::process::free_port;
 
 pub use bench::cluster::{server_side_apply, yaml_documents};
 
@@ -390,23 +393,7 @@ impl Operator {
     pub fn terminate(&mut self) -> Option<ExitStatus> {
         let child = self.child.as_mut()?;
         self.expected_exit = true;
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                _ => {
-                    let _ = child.kill();
-                    break None;
-                }
-            }
-        };
-        let status = match status {
+        let status = match bench::process::terminate(child, Duration::from_secs(30)) {
             Some(status) => Some(status),
             None => {
                 SHUTDOWN_HANGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -440,9 +427,7 @@ impl Operator {
     }
 
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = self.log_text();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        testkit::process::tail(&self.log, lines)
     }
 
     /// A handle on its metrics endpoint that borrows nothing.
@@ -468,38 +453,28 @@ pub struct Probe {
 }
 
 impl Probe {
+    /// The current `/metrics`, if the endpoint answers.
+    fn scrape(&self) -> Option<Metrics> {
+        http_get(&self.metrics, "/metrics", PROBE_TIMEOUT).map(|(_, body)| Metrics::parse(&body))
+    }
+
     /// Whether it holds the Lease (per `leader_election_master_status`).
     pub fn leading(&self) -> bool {
-        self.metrics_text().is_some_and(|m| {
-            m.lines()
-                .any(|l| l.starts_with("leader_election_master_status") && l.ends_with(" 1"))
-        })
-    }
-
-    pub fn metrics_text(&self) -> Option<String> {
-        http_get(&self.metrics, "/metrics")
-    }
-
-    /// Sum of the samples of `family` whose labels contain `filter`.
-    pub fn counter(&self, family: &str, filter: &str) -> f64 {
-        self.metrics_text()
-            .map(|text| {
-                text.lines()
-                    .filter(|l| l.starts_with(family) && l.contains(filter))
-                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                    .sum()
-            })
-            .unwrap_or(0.0)
+        self.scrape()
+            .is_some_and(|m| m.sum("leader_election_master_status", "") > 0.0)
     }
 
     /// Reconciles so far, all controllers.
     pub fn reconciles(&self) -> f64 {
-        self.counter("controller_runtime_reconcile_total{", "")
+        self.scrape()
+            .map_or(0.0, |m| m.sum("controller_runtime_reconcile_total", ""))
     }
 
     /// Failed reconciles so far, all controllers.
     pub fn reconcile_errors(&self) -> f64 {
-        self.counter("controller_runtime_reconcile_total{", "result=\"error\"")
+        self.scrape().map_or(0.0, |m| {
+            m.sum("controller_runtime_reconcile_total", "result=\"error\"")
+        })
     }
 }
 
@@ -509,21 +484,8 @@ impl Drop for Operator {
     }
 }
 
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-fn http_get(address: &str, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(address).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    out.split_once("\r\n\r\n").map(|(_, body)| body.to_string())
-}
+/// How long the suite waits for an answer of an operator's metrics endpoint.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Polls `check` every 200 ms until it holds (Ok with the time it took) or `timeout` passes.
 pub async fn wait_for<F, Fut>(
@@ -555,7 +517,7 @@ pub fn yaml_value(path: &Path) -> anyhow::Result<Value> {
     Ok(serde_yaml::from_str(&text)?)
 }
 
-pub use bench::cluster::dgd_resource;
+pub use bench::cluster::{dgd_resource, dgds};
 
 /// A graph from a template: name, namespace and the template label set.
 pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Value {
@@ -643,8 +605,7 @@ pub fn is_ready(dgd: &DynamicObject) -> bool {
 
 /// Every graph of `ns` (v1beta1).
 pub async fn graphs(client: &Client, ns: &str) -> anyhow::Result<Vec<DynamicObject>> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &dgd_resource("v1beta1"));
+    let api = dgds(client, ns);
     Ok(api.list(&ListParams::default()).await?.items)
 }
 
@@ -680,8 +641,7 @@ pub async fn wait_all_ready(
 }
 
 pub async fn delete_graph(client: &Client, ns: &str, name: &str) -> anyhow::Result<()> {
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), ns, &dgd_resource("v1beta1"));
+    let api = dgds(client, ns);
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -716,14 +676,11 @@ pub struct Entry {
 
 impl Entry {
     pub fn is_write(&self) -> bool {
-        matches!(
-            self.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        )
+        testkit::audit::is_write(&self.verb)
     }
     /// A write that created the object (plain create, or server-side apply creating it).
     pub fn created(&self) -> bool {
-        (self.verb == "create" || self.verb == "patch") && self.code == 201
+        testkit::audit::created(&self.verb, self.code)
     }
 }
 
@@ -766,8 +723,8 @@ fn parse_entry(line: &str) -> Option<Entry> {
         .map(s)
         .unwrap_or_default();
     Some(Entry {
-        at: parse_time(v["stageTimestamp"].as_str()?)?,
-        received: parse_time(v["requestReceivedTimestamp"].as_str().unwrap_or_default())
+        at: unix_micros(v["stageTimestamp"].as_str()?)?,
+        received: unix_micros(v["requestReceivedTimestamp"].as_str().unwrap_or_default())
             .unwrap_or(0),
         verb: s(&v["verb"]),
         user: s(&v["user"]["username"]),
@@ -780,26 +737,6 @@ fn parse_entry(line: &str) -> Option<Entry> {
         code: v["responseStatus"]["code"].as_i64().unwrap_or(0) as i32,
         message: s(&v["responseStatus"]["message"]),
     })
-}
-
-/// `2025-12-02T19:52:01.123456Z` → microseconds since the epoch.
-pub fn parse_time(t: &str) -> Option<i64> {
-    let (date, time) = t.trim_end_matches('Z').split_once('T')?;
-    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut h = hms.split(':').map(|x| x.parse::<i64>().ok());
-    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
-    let micros: i64 = format!("{frac:0<6}")[..6].parse().ok()?;
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
 }
 
 pub fn now_micros() -> i64 {

@@ -14,7 +14,8 @@ use serde_json::json;
 
 use super::{IGNORED_ANNOTATION, Session, deployment_ready};
 use crate::audit::{KCM_USER, Requests, Tally};
-use crate::process::{DCD, DGD, Metrics, OPERATOR_USER};
+use crate::metrics::{DCD, DGD, Metrics};
+use crate::process::OPERATOR_USER;
 use crate::report::Stimulus;
 
 /// The targets of a stimulus: graphs, their Deployments and components.

@@ -13,7 +13,8 @@ use serde_json::json;
 
 use super::{CONCURRENCY, Session, deployment_ready, reconciles};
 use crate::audit::{Request, Tally};
-use crate::process::{DCD, DGD, OPERATOR_USER};
+use crate::metrics::{DCD, DGD};
+use crate::process::OPERATOR_USER;
 use crate::report::Churn;
 
 /// (seconds since the start, DGD queue depth, DCD queue depth).
