@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use kube::api::{Api, DynamicObject};
 use serde_json::json;
 
 use super::{apply_graphs, converge_and_check, operator_user, progress};
@@ -29,66 +28,9 @@ pub async fn crash(suite: &mut Suite) -> anyhow::Result<Report> {
     let mut applied = apply_graphs(suite, &namespaces, count, "c").await?;
     report.figure("graphs", format!("{count} in {spread} namespaces"));
 
-    // Checkpoints: one capture Job per attempt, whatever the kills.
-    let mut checkpoints = Vec::new();
-    if suite.env.features.checkpoints {
-        let template = harness::yaml_value(
-            &suite
-                .env
-                .root
-                .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
-        )?;
-        for i in 0..(count / 10).max(2) {
-            let mut c = template.clone();
-            let ns = &namespaces[i % namespaces.len()];
-            let name = format!("qwen-{i:03}");
-            c["metadata"] = json!({"name": name, "namespace": ns});
-            c["spec"]["identity"]["maxModelLen"] = json!(4096 + i);
-            apply(&admin, &c).await?;
-            checkpoints.push((ns.clone(), name));
-        }
-        report.figure("checkpoints", checkpoints.len());
-    }
-
-    // Kill points: random fractions of convergence, in order.
-    let mut points: Vec<f64> = (0..kills)
-        .map(|_| suite.env.rng.range(5, 90) as f64 / 100.0)
-        .collect();
-    points.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let mut deleted = Vec::new();
-    let mut kill_log = Vec::new();
-    for (k, point) in points.iter().enumerate() {
-        let deadline = Instant::now() + Duration::from_secs(if suite.quick { 60 } else { 300 });
-        loop {
-            let (ready, all) = progress(&admin, &namespaces).await;
-            if ready as f64 >= point * all as f64 || Instant::now() > deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        // A random extra delay, so kills do not always land right after a poll.
-        tokio::time::sleep(Duration::from_millis(suite.env.rng.range(0, 700))).await;
-        let (ready, all) = progress(&admin, &namespaces).await;
-        let operator = suite.main.as_mut().context("main operator")?;
-        operator.kill();
-        suite.totals.kills += 1;
-        kill_log.push(format!("kill {}: {ready}/{all} Ready", k + 1));
-        // While it is down: delete a few graphs (their children must all go).
-        for _ in 0..(count / 40).max(1) {
-            if applied.len() <= 1 {
-                break;
-            }
-            let index = suite.env.rng.range(0, applied.len() as u64) as usize;
-            let (ns, name) = applied.swap_remove(index);
-            harness::delete_graph(&admin, &ns, &name).await?;
-            deleted.push((ns, name));
-        }
-        tokio::time::sleep(Duration::from_millis(suite.env.rng.range(0, 1500))).await;
-        let operator = suite.main.as_mut().context("main operator")?;
-        operator.restart()?;
-        let operator = suite.main.as_ref().context("main operator")?;
-        suite.env.track(operator);
-    }
+    let checkpoints = apply_checkpoints(suite, &mut report, &namespaces, count).await?;
+    let (kill_log, deleted) =
+        kill_and_delete(suite, &namespaces, &mut applied, count, kills).await?;
     report.figure("kills (SIGKILL), each restarted", kill_log.join("; "));
     report.figure("graphs deleted during the kills", deleted.len());
     converge_and_check(
@@ -103,9 +45,7 @@ pub async fn crash(suite: &mut Suite) -> anyhow::Result<Report> {
     // orphan check above covers their children).
     let mut left = Vec::new();
     for (ns, name) in &deleted {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(admin.clone(), ns, &harness::dgd_resource("v1beta1"));
-        if api.get_opt(name).await?.is_some() {
+        if harness::dgds(&admin, ns).get_opt(name).await?.is_some() {
             left.push(format!("{ns}/{name} still exists"));
         }
     }
@@ -128,6 +68,90 @@ pub async fn crash(suite: &mut Suite) -> anyhow::Result<Report> {
     }
     suite.namespaces.extend(namespaces);
     Ok(report)
+}
+
+/// Checkpoints (when the operator runs a checkpoint controller): one capture Job per attempt,
+/// whatever the kills. Their namespaces and names.
+async fn apply_checkpoints(
+    suite: &mut Suite,
+    report: &mut Report,
+    namespaces: &[String],
+    count: usize,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut checkpoints = Vec::new();
+    if !suite.env.features.checkpoints {
+        return Ok(checkpoints);
+    }
+    let admin = suite.env.admin();
+    let template = harness::yaml_value(
+        &suite
+            .env
+            .root
+            .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
+    )?;
+    for i in 0..(count / 10).max(2) {
+        let mut c = template.clone();
+        let ns = &namespaces[i % namespaces.len()];
+        let name = format!("qwen-{i:03}");
+        c["metadata"] = json!({"name": name, "namespace": ns});
+        c["spec"]["identity"]["maxModelLen"] = json!(4096 + i);
+        apply(&admin, &c).await?;
+        checkpoints.push((ns.clone(), name));
+    }
+    report.figure("checkpoints", checkpoints.len());
+    Ok(checkpoints)
+}
+
+/// Kills the main operator `kills` times at random fractions of convergence (in order),
+/// deletes a few of the `applied` graphs while it is down, and restarts it. The kills as
+/// they happened, and the deleted graphs.
+async fn kill_and_delete(
+    suite: &mut Suite,
+    namespaces: &[String],
+    applied: &mut Vec<(String, String)>,
+    count: usize,
+    kills: usize,
+) -> anyhow::Result<(Vec<String>, Vec<(String, String)>)> {
+    let admin = suite.env.admin();
+    let mut points: Vec<f64> = (0..kills)
+        .map(|_| suite.env.rng.range(5, 90) as f64 / 100.0)
+        .collect();
+    points.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let mut deleted = Vec::new();
+    let mut kill_log = Vec::new();
+    for (k, point) in points.iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(if suite.quick { 60 } else { 300 });
+        loop {
+            let (ready, all) = progress(&admin, namespaces).await;
+            if ready as f64 >= point * all as f64 || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A random extra delay, so kills do not always land right after a poll.
+        tokio::time::sleep(Duration::from_millis(suite.env.rng.range(0, 700))).await;
+        let (ready, all) = progress(&admin, namespaces).await;
+        let operator = suite.main.as_mut().context("main operator")?;
+        operator.kill();
+        suite.totals.kills += 1;
+        kill_log.push(format!("kill {}: {ready}/{all} Ready", k + 1));
+        // While it is down: delete a few graphs (their children must all go).
+        for _ in 0..(count / 40).max(1) {
+            if applied.len() <= 1 {
+                break;
+            }
+            let index = suite.env.rng.range(0, applied.len() as u64) as usize;
+            let (ns, name) = applied.swap_remove(index);
+            harness::delete_graph(&admin, &ns, &name).await?;
+            deleted.push((ns, name));
+        }
+        tokio::time::sleep(Duration::from_millis(suite.env.rng.range(0, 1500))).await;
+        let operator = suite.main.as_mut().context("main operator")?;
+        operator.restart()?;
+        let operator = suite.main.as_ref().context("main operator")?;
+        suite.env.track(operator);
+    }
+    Ok((kill_log, deleted))
 }
 
 /// No checkpoint Job was created twice (a Job name is one attempt), and each checkpoint owns

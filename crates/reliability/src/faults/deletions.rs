@@ -9,7 +9,8 @@ use kube::api::{Api, DeleteParams, DynamicObject};
 
 use super::{converge_and_check, inventory, operator_user};
 use crate::harness::{
-    self, Snapshot, apply, audit_mark, audit_since, graph, wait_all_ready, wait_for, writes_in,
+    self, Entry, Kind, Obj, Snapshot, apply, audit_mark, audit_since, graph, wait_all_ready,
+    wait_for, writes_in,
 };
 use crate::{Report, Suite};
 
@@ -38,9 +39,31 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
     }
     let kinds = harness::inventory_kinds(suite.env.features);
     let snapshot = Snapshot::take(&admin, &kinds, &namespaces).await?;
-    // One child of every kind the graphs own (directly or through a component), none of them
-    // below another (garbage collection would take it, not the user).
-    let mut victims: Vec<harness::Obj> = Vec::new();
+    let victims = victims(&snapshot);
+    report.figure(
+        "deleted by hand",
+        victims
+            .iter()
+            .map(|v| format!("{} {}", v.kind, v.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let mark = audit_mark(&suite.env.cp);
+    delete_by_hand(suite, &mut report, &kinds, &ns, &victims).await?;
+    converge_and_check(suite, &mut report, &namespaces, Duration::from_secs(120)).await?;
+    let entries = audit_since(&suite.env.cp, mark).await;
+    recreated(suite, &mut report, &entries, &namespaces, &victims);
+
+    deleted_mid_convergence(suite, &mut report, &ns).await?;
+    inventory(suite, &mut report, &namespaces).await?;
+    suite.namespaces.push(ns);
+    Ok(report)
+}
+
+/// One child of every kind the graphs own (directly or through a component), none of them below
+/// another (garbage collection would take it, not the user).
+fn victims(snapshot: &Snapshot) -> Vec<Obj> {
+    let mut victims: Vec<Obj> = Vec::new();
     let mut seen = BTreeSet::new();
     for o in &snapshot.objects {
         if o.kind == "DynamoGraphDeployment" || o.owner.is_none() || seen.contains(o.kind) {
@@ -55,23 +78,26 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
             victims.push(o.clone());
         }
     }
-    report.figure(
-        "deleted by hand",
-        victims
-            .iter()
-            .map(|v| format!("{} {}", v.kind, v.name))
-            .collect::<Vec<_>>()
-            .join(", "),
-    );
-    let mark = audit_mark(&suite.env.cp);
-    for v in &victims {
+    victims
+}
+
+/// Deletes the victims in `ns` as a user would, and waits for each to come back (a new uid).
+async fn delete_by_hand(
+    suite: &mut Suite,
+    report: &mut Report,
+    kinds: &[Kind],
+    ns: &str,
+    victims: &[Obj],
+) -> anyhow::Result<()> {
+    let admin = suite.env.admin();
+    for v in victims {
         let ar = kinds
             .iter()
             .find(|k| k.kind == v.kind)
             .context("kind")?
             .ar
             .clone();
-        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &ar);
         match api.delete(&v.name, &DeleteParams::background()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -80,14 +106,14 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
     }
     let started = Instant::now();
     let mut back = Vec::new();
-    for v in &victims {
+    for v in victims {
         let ar = kinds
             .iter()
             .find(|k| k.kind == v.kind)
             .context("kind")?
             .ar
             .clone();
-        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
+        let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), ns, &ar);
         let returned = wait_for(
             &format!("{} {} to come back", v.kind, v.name),
             Duration::from_secs(60),
@@ -108,13 +134,23 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
         }
     }
     report.figure("back after", back.join(", "));
-    converge_and_check(suite, &mut report, &namespaces, Duration::from_secs(120)).await?;
-    let entries = audit_since(&suite.env.cp, mark).await;
+    Ok(())
+}
+
+/// Objects the operator created more than once: a victim (a duplicate), or a child of one (through
+/// garbage collection; flagged).
+fn recreated(
+    suite: &mut Suite,
+    report: &mut Report,
+    entries: &[Entry],
+    namespaces: &[String],
+    victims: &[Obj],
+) {
     let user = operator_user();
     let mut twice = Vec::new();
     let mut cascaded = Vec::new();
     let mut creates: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for e in writes_in(&entries, &user, &namespaces).filter(|e| e.created()) {
+    for e in writes_in(entries, &user, namespaces).filter(|e| e.created()) {
         *creates
             .entry((e.resource.clone(), e.name.clone()))
             .or_default() += 1;
@@ -140,13 +176,20 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
         ));
     }
     report.findings("duplicate", &twice, &mut suite.totals.duplicates);
+}
 
-    // A graph deleted while it converges.
-    let body = templates.get("disagg").context("template")?;
+/// A graph deleted while it converges goes, with everything it had.
+async fn deleted_mid_convergence(
+    suite: &mut Suite,
+    report: &mut Report,
+    ns: &str,
+) -> anyhow::Result<()> {
+    let admin = suite.env.admin();
+    let body = suite.templates.get("disagg").context("template")?;
     let name = "disagg-gone";
-    let created = apply(&admin, &graph("disagg", body, &ns, name)).await?;
+    let created = apply(&admin, &graph("disagg", body, ns, name)).await?;
     let uid = created.metadata.uid.clone().unwrap_or_default();
-    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), &ns);
+    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), ns);
     wait_for(
         "a first component of the graph",
         Duration::from_secs(60),
@@ -159,9 +202,8 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
         },
     )
     .await?;
-    harness::delete_graph(&admin, &ns, name).await?;
-    let dgds: Api<DynamicObject> =
-        Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
+    harness::delete_graph(&admin, ns, name).await?;
+    let dgds = harness::dgds(&admin, ns);
     let gone = wait_for(
         "the deleted graph to go",
         Duration::from_secs(60),
@@ -175,9 +217,7 @@ pub async fn deletions(suite: &mut Suite) -> anyhow::Result<Report> {
         ),
         Err(_) => report.fail("a graph deleted mid-convergence is still there (a finalizer?)"),
     }
-    inventory(suite, &mut report, &namespaces).await?;
-    suite.namespaces.push(ns);
-    Ok(report)
+    Ok(())
 }
 
 fn plural_of(kind: &str) -> String {

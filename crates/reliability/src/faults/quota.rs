@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use super::{inventory, operator_user};
@@ -24,11 +25,63 @@ pub async fn quota(suite: &mut Suite) -> anyhow::Result<Report> {
     let blocked = suite.env.namespace("quota").await?;
     let free = suite.env.namespace("free").await?;
     let admin = suite.env.admin();
+    let quotas = no_components(&admin, &blocked).await?;
+    let body = suite.templates.get("agg").context("template")?.clone();
+    let mark = audit_mark(&suite.env.cp);
+    apply(&admin, &graph("agg", &body, &blocked, "agg-quota")).await?;
+    apply(&admin, &graph("agg", &body, &free, "agg-free")).await?;
+    suite.totals.graphs_applied += 2;
+    condition(&mut report, &admin, &blocked).await?;
+    let (took, unready) = wait_all_ready(
+        &admin,
+        std::slice::from_ref(&free),
+        Duration::from_secs(120),
+    )
+    .await?;
+    if unready.is_empty() {
+        report.figure("other namespace Ready after", format!("{took:.1?}"));
+    } else {
+        report.findings("lost", &unready, &mut suite.totals.lost);
+    }
+    // Watch the retries for a while.
+    let observe = Duration::from_secs(if suite.quick { 20 } else { 70 });
+    tokio::time::sleep(observe.saturating_sub(took)).await;
+    let entries = audit_since(&suite.env.cp, mark).await;
+    let user = operator_user();
+    let blocked_ns = vec![blocked.clone()];
+    let intervals = retries(&mut report, &entries, &user, &blocked_ns);
+    // Lift the quota: the graph converges (at its next retry).
+    quotas
+        .delete("no-components", &DeleteParams::default())
+        .await?;
+    let next = intervals.last().copied().unwrap_or(1.0) * 2.0;
+    let (took, unready) = wait_all_ready(
+        &admin,
+        std::slice::from_ref(&blocked),
+        Duration::from_secs_f64(next + 120.0),
+    )
+    .await?;
+    if unready.is_empty() {
+        report.figure(
+            "converged after the quota was lifted",
+            format!("{took:.1?}"),
+        );
+    } else {
+        report.findings("lost", &unready, &mut suite.totals.lost);
+    }
+    let namespaces = vec![blocked, free];
+    inventory(suite, &mut report, &namespaces).await?;
+    suite.namespaces.extend(namespaces);
+    Ok(report)
+}
+
+/// A ResourceQuota in `ns` that allows no component, once the apiserver observes it.
+async fn no_components(admin: &Client, ns: &str) -> anyhow::Result<Api<ResourceQuota>> {
     let quota: ResourceQuota = serde_json::from_value(json!({
         "metadata": {"name": "no-components"},
         "spec": {"hard": {"count/dynamocomponentdeployments.nvidia.com": "0"}}
     }))?;
-    let quotas: Api<ResourceQuota> = Api::namespaced(admin.clone(), &blocked);
+    let quotas: Api<ResourceQuota> = Api::namespaced(admin.clone(), ns);
     quotas.create(&PostParams::default(), &quota).await?;
     wait_for(
         "the quota to be observed",
@@ -41,13 +94,12 @@ pub async fn quota(suite: &mut Suite) -> anyhow::Result<Report> {
         },
     )
     .await?;
-    let body = suite.templates.get("agg").context("template")?.clone();
-    let mark = audit_mark(&suite.env.cp);
-    apply(&admin, &graph("agg", &body, &blocked, "agg-quota")).await?;
-    apply(&admin, &graph("agg", &body, &free, "agg-free")).await?;
-    suite.totals.graphs_applied += 2;
-    let dgds: Api<DynamicObject> =
-        Api::namespaced_with(admin.clone(), &blocked, &harness::dgd_resource("v1beta1"));
+    Ok(quotas)
+}
+
+/// The blocked graph reports a clear condition (Ready=False with a message naming the quota).
+async fn condition(report: &mut Report, admin: &Client, ns: &str) -> anyhow::Result<()> {
+    let dgds = harness::dgds(admin, ns);
     let condition = wait_for(
         "a Ready=False condition",
         Duration::from_secs(60),
@@ -73,24 +125,13 @@ pub async fn quota(suite: &mut Suite) -> anyhow::Result<Report> {
             dgd.data.get("status")
         )),
     }
-    let (took, unready) = wait_all_ready(
-        &admin,
-        std::slice::from_ref(&free),
-        Duration::from_secs(120),
-    )
-    .await?;
-    if unready.is_empty() {
-        report.figure("other namespace Ready after", format!("{took:.1?}"));
-    } else {
-        report.findings("lost", &unready, &mut suite.totals.lost);
-    }
-    // Watch the retries for a while.
-    let observe = Duration::from_secs(if suite.quick { 20 } else { 70 });
-    tokio::time::sleep(observe.saturating_sub(took)).await;
-    let entries = audit_since(&suite.env.cp, mark).await;
-    let user = operator_user();
-    let blocked_ns = vec![blocked.clone()];
-    let refused: Vec<&Entry> = writes_in(&entries, &user, &blocked_ns)
+    Ok(())
+}
+
+/// The operator's refused writes of components in `namespaces`, grouped into attempts (writes
+/// within half a second); the intervals between attempts, in seconds.
+fn retries(report: &mut Report, entries: &[Entry], user: &str, namespaces: &[String]) -> Vec<f64> {
+    let refused: Vec<&Entry> = writes_in(entries, user, namespaces)
         .filter(|e| e.resource == "dynamocomponentdeployments" && e.code == 403)
         .collect();
     if let Some(first) = refused.first() {
@@ -123,27 +164,5 @@ pub async fn quota(suite: &mut Suite) -> anyhow::Result<Report> {
     if intervals.len() < 3 || !exponential {
         report.flag("the retries do not back off exponentially");
     }
-    // Lift the quota: the graph converges (at its next retry).
-    quotas
-        .delete("no-components", &DeleteParams::default())
-        .await?;
-    let next = intervals.last().copied().unwrap_or(1.0) * 2.0;
-    let (took, unready) = wait_all_ready(
-        &admin,
-        std::slice::from_ref(&blocked),
-        Duration::from_secs_f64(next + 120.0),
-    )
-    .await?;
-    if unready.is_empty() {
-        report.figure(
-            "converged after the quota was lifted",
-            format!("{took:.1?}"),
-        );
-    } else {
-        report.findings("lost", &unready, &mut suite.totals.lost);
-    }
-    let namespaces = vec![blocked, free];
-    inventory(suite, &mut report, &namespaces).await?;
-    suite.namespaces.extend(namespaces);
-    Ok(report)
+    intervals
 }
