@@ -67,15 +67,45 @@ fn huge(bytes: usize) -> Value {
     c
 }
 
+/// Every hostile input, in the order applied.
 fn cases(ns: &str) -> Vec<Case> {
-    let one = |name: &'static str, what: &'static str, object: Value| Case {
+    let mut cases = Vec::new();
+    cases.extend(sizes(ns));
+    cases.extend(odd_text(ns));
+    cases.extend(odd_shapes(ns));
+    cases.extend(odd_annotations(ns));
+    cases.extend(missing_references(ns));
+    cases.extend(old_versions(ns));
+    cases.push(Case {
+        name: "name-collision",
+        what: "graph coll-a-b's component frontend renders the children of graph coll-a's component b-frontend (coll-a-b-frontend)",
+        objects: vec![
+            dgd(ns, "coll-a", json!({"components": [component("b-frontend", "frontend")]})),
+            dgd(ns, "coll-a-b", json!({"components": [component("frontend", "frontend")]})),
+        ],
+        after_ready: true,
+    });
+    cases
+}
+
+/// A case of one object.
+fn one(name: &'static str, what: &'static str, object: Value) -> Case {
+    Case {
         name,
         what,
         objects: vec![object],
         after_ready: false,
-    };
-    let frontend = || json!([component("Frontend", "frontend")]);
-    let mut cases = vec![
+    }
+}
+
+/// One frontend component.
+fn frontend() -> Value {
+    json!([component("Frontend", "frontend")])
+}
+
+/// Sizes and depths: near and over etcd's limit, values nested hundreds of levels deep.
+fn sizes(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "near-size-limit",
             "a 1.4 MB spec (environment), under etcd's 1.5 MiB limit; its children are as large",
@@ -112,6 +142,12 @@ fn cases(ns: &str) -> Vec<Case> {
                 }]}),
             ),
         ),
+    ]
+}
+
+/// Odd text: non-ASCII names, control characters, invalid label values.
+fn odd_text(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "unicode-name",
             "a graph named with non-ASCII letters",
@@ -159,6 +195,12 @@ fn cases(ns: &str) -> Vec<Case> {
                 json!({"components": [component("wörker one", "worker")]}),
             ),
         ),
+    ]
+}
+
+/// Odd shapes: duplicate, missing, negative, mistyped, many components; names too long or dotted.
+fn odd_shapes(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "duplicate-components",
             "two components whose names differ only in case (same child names)",
@@ -232,6 +274,12 @@ fn cases(ns: &str) -> Vec<Case> {
             "a graph name with dots (invalid in Service names)",
             dgd(ns, "a.b.c", json!({"components": frontend()})),
         ),
+    ]
+}
+
+/// Annotations that contradict each other or mean nothing.
+fn odd_annotations(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "conflicting-grove",
             "enable-grove \"true\" together with a recorded provider \"component\"",
@@ -261,6 +309,12 @@ fn cases(ns: &str) -> Vec<Case> {
                        "nvidia.com/restartAt": "not a time"}},
                    "spec": {"components": frontend()}}),
         ),
+    ]
+}
+
+/// References to what does not exist: a Secret, a claim, a checkpoint.
+fn missing_references(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "missing-secret",
             "environment from a Secret that does not exist, a missing image pull Secret",
@@ -302,6 +356,12 @@ fn cases(ns: &str) -> Vec<Case> {
                 "experimental": {"checkpoint": {"enabled": true, "checkpointRef": "no-such-checkpoint"}}}]}),
             ),
         ),
+    ]
+}
+
+/// Older-version (v1alpha1) graphs, served through conversion.
+fn old_versions(ns: &str) -> Vec<Case> {
+    vec![
         one(
             "v1alpha1",
             "an older-version (v1alpha1) graph with fields v1beta1 moved, served through conversion",
@@ -324,17 +384,7 @@ fn cases(ns: &str) -> Vec<Case> {
                        "futureField": {"x": 1}, "extraPodSpec": {"mainContainer": null}}},
                             "unknownTopLevel": true}}),
         ),
-    ];
-    cases.push(Case {
-        name: "name-collision",
-        what: "graph coll-a-b's component frontend renders the children of graph coll-a's component b-frontend (coll-a-b-frontend)",
-        objects: vec![
-            dgd(ns, "coll-a", json!({"components": [component("b-frontend", "frontend")]})),
-            dgd(ns, "coll-a-b", json!({"components": [component("frontend", "frontend")]})),
-        ],
-        after_ready: true,
-    });
-    cases
+    ]
 }
 
 /// What became of one object.
@@ -344,6 +394,8 @@ enum Outcome {
     Undecided(String),
 }
 
+/// The bad-input scenario: every case applied beside a bystander graph, then what became of
+/// each (rejected, a clear condition, or undecided), loops, takeovers and a restart.
 pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     let mut report = Report::new("bad-input");
     suite.main_operator().await?;
@@ -359,80 +411,9 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
         anyhow::bail!("bystander not Ready: {unready:?}");
     }
     let mark = audit_mark(&suite.env.cp);
-    let cases = cases(&ns);
-    let mut outcomes: Vec<(String, String, String, Option<Outcome>)> = Vec::new();
-    let mut accepted: Vec<(usize, String)> = Vec::new();
-    let mut unreadable: Vec<String> = Vec::new();
-    for case in &cases {
-        for (i, object) in case.objects.iter().enumerate() {
-            if case.after_ready && i > 0 {
-                let name = case.objects[i - 1]["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default();
-                let dgds: Api<DynamicObject> =
-                    Api::namespaced_with(admin.clone(), &ns, &harness::dgd_resource("v1beta1"));
-                harness::wait_for(
-                    "the first graph of the case",
-                    Duration::from_secs(90),
-                    || async {
-                        dgds.get_opt(name)
-                            .await
-                            .ok()
-                            .flatten()
-                            .is_some_and(|d| harness::is_ready(&d))
-                    },
-                )
-                .await?;
-            }
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let result = apply(&admin, object).await;
-            let outcome = match result {
-                Ok(_) => {
-                    accepted.push((outcomes.len(), name.clone()));
-                    None
-                }
-                // The apiserver may have stored what this client cannot read back.
-                Err(e) if matches!(read_deep(&admin, &ns, &name).await, Ok(Some(_))) => {
-                    unreadable.push(name.clone());
-                    accepted.push((outcomes.len(), name.clone()));
-                    Some(Outcome::Undecided(format!(
-                        "stored, but a typed client cannot read it: {}",
-                        short(&e.to_string(), 100)
-                    )))
-                }
-                Err(kube::Error::Api(s)) => Some(Outcome::Rejected(format!(
-                    "{} {}",
-                    s.code,
-                    short(&s.message, 140)
-                ))),
-                Err(e) => Some(Outcome::Rejected(short(&e.to_string(), 140))),
-            };
-            outcomes.push((case.name.to_string(), case.what.to_string(), name, outcome));
-            suite.totals.bad_inputs += 1;
-        }
-    }
-    // A newer CRD version wrote an object this one cannot read: an enum value and fields it
-    // does not know.
-    let future = newer_version_object(suite, &ns).await;
-    outcomes.push((
-        "newer-version".into(),
-        "written through a newer CRD (an unknown component type, unknown fields), then the CRD put back".into(),
-        "from-the-future".into(),
-        Some(match &future {
-            Ok(()) => Outcome::Undecided(
-                "stored; this version cannot decode it (component type `router`)".into(),
-            ),
-            Err(e) => Outcome::Rejected(short(&format!("{e:#}"), 140)),
-        }),
-    ));
-    suite.totals.bad_inputs += 1;
-    if future.is_ok() {
-        accepted.push((outcomes.len() - 1, "from-the-future".into()));
-        unreadable.push("from-the-future".into());
-    }
+    let mut outcomes = Outcomes::default();
+    outcomes.apply(suite, &ns, &cases(&ns)).await?;
+    outcomes.newer_version(suite, &ns).await;
 
     // Meanwhile the operator keeps doing its job elsewhere: a new graph converges.
     apply(&admin, &graph("agg", &agg, &others, "agg-during")).await?;
@@ -449,64 +430,229 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
             &mut suite.totals.lost,
         );
     }
-    let started = Instant::now();
-    let deadline = Duration::from_secs(if suite.quick { 30 } else { 120 });
-    loop {
-        let mut pending = 0;
-        for (index, name) in &accepted {
-            let current = match read_deep(&admin, &ns, name).await {
-                Ok(current) => current,
-                Err(e) => {
-                    outcomes[*index].3 = Some(Outcome::Undecided(format!(
-                        "a typed client cannot read it: {}",
-                        short(&e.to_string(), 100)
-                    )));
-                    continue;
-                }
-            };
-            let outcome = match current.as_ref().map(|d| (d, ready_condition(d))) {
-                Some((_, Some((s, r, m)))) => Outcome::Decided(s, r, short(&m, 140)),
-                Some((d, None)) => {
-                    pending += 1;
-                    Outcome::Undecided(format!(
-                        "no Ready condition for generation {}",
-                        d.metadata.generation.unwrap_or(0)
-                    ))
-                }
-                None => {
-                    pending += 1;
-                    Outcome::Undecided("not readable as v1beta1".into())
-                }
-            };
-            outcomes[*index].3 = Some(outcome);
-        }
-        if pending == 0 || started.elapsed() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    outcomes.decide(&admin, &ns, suite.quick).await;
+    outcomes.check_unreadable(suite, &mut report);
+    check_collision(suite, &mut report, &ns).await?;
+    let user = account_user(harness::OPERATOR_ACCOUNT);
+    loops(suite, &mut report, &ns, &user).await;
+    let entries = audit_since(&suite.env.cp, mark).await;
+    let byst = writes_in(&entries, &user, &bystanders).count();
+    report.figure("operator writes to the bystander namespace", byst);
+    outcomes.table(&mut report);
+
+    restart_check(suite, &mut report, &others).await?;
+
+    // Clean up what a later scenario's inventory should not see.
+    for name in &outcomes.unreadable {
+        delete_raw(&admin, &ns, name).await;
     }
-    // What this version cannot read is said so on the object.
-    for (case, _, name, outcome) in &outcomes {
-        if case == "newer-version" {
-            match outcome {
-                Some(Outcome::Decided(s, r, _)) if s == "False" && r == "UnreadableObject" => {
-                    report.figure(
-                        "an object this version cannot read",
-                        "Ready=False UnreadableObject",
-                    );
+    harness::delete_namespace(&admin, &ns).await;
+    suite.namespaces.push(others);
+    Ok(report)
+}
+
+/// What became of the inputs.
+#[derive(Default)]
+struct Outcomes {
+    /// (case, what, object, outcome), in the order applied.
+    all: Vec<(String, String, String, Option<Outcome>)>,
+    /// The objects the apiserver accepted: index in `all`, name.
+    accepted: Vec<(usize, String)>,
+    /// Objects stored that a typed client cannot read back (deleted raw at the end).
+    unreadable: Vec<String>,
+}
+
+impl Outcomes {
+    /// Applies the objects of every case in `ns` (a collision's second graph once the first is
+    /// Ready), noting which the apiserver rejected.
+    async fn apply(&mut self, suite: &mut Suite, ns: &str, cases: &[Case]) -> anyhow::Result<()> {
+        let admin = suite.env.admin();
+        for case in cases {
+            for (i, object) in case.objects.iter().enumerate() {
+                if case.after_ready && i > 0 {
+                    let name = case.objects[i - 1]["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default();
+                    let dgds = harness::dgds(&admin, ns);
+                    harness::wait_for(
+                        "the first graph of the case",
+                        Duration::from_secs(90),
+                        || async {
+                            dgds.get_opt(name)
+                                .await
+                                .ok()
+                                .flatten()
+                                .is_some_and(|d| harness::is_ready(&d))
+                        },
+                    )
+                    .await?;
                 }
-                Some(Outcome::Rejected(_)) => {}
-                _ => report.findings(
-                    "wrong",
-                    &[format!("{name}: not Ready=False UnreadableObject")],
-                    &mut suite.totals.wrong,
+                let name = object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let result = apply(&admin, object).await;
+                let outcome = match result {
+                    Ok(_) => {
+                        self.accepted.push((self.all.len(), name.clone()));
+                        None
+                    }
+                    // The apiserver may have stored what this client cannot read back.
+                    Err(e) if matches!(read_deep(&admin, ns, &name).await, Ok(Some(_))) => {
+                        self.unreadable.push(name.clone());
+                        self.accepted.push((self.all.len(), name.clone()));
+                        Some(Outcome::Undecided(format!(
+                            "stored, but a typed client cannot read it: {}",
+                            short(&e.to_string(), 100)
+                        )))
+                    }
+                    Err(kube::Error::Api(s)) => Some(Outcome::Rejected(format!(
+                        "{} {}",
+                        s.code,
+                        short(&s.message, 140)
+                    ))),
+                    Err(e) => Some(Outcome::Rejected(short(&e.to_string(), 140))),
+                };
+                self.all
+                    .push((case.name.to_string(), case.what.to_string(), name, outcome));
+                suite.totals.bad_inputs += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A newer CRD version wrote an object this one cannot read: an enum value and fields it
+    /// does not know.
+    async fn newer_version(&mut self, suite: &mut Suite, ns: &str) {
+        let future = newer_version_object(suite, ns).await;
+        self.all.push((
+            "newer-version".into(),
+            "written through a newer CRD (an unknown component type, unknown fields), then the CRD put back".into(),
+            "from-the-future".into(),
+            Some(match &future {
+                Ok(()) => Outcome::Undecided(
+                    "stored; this version cannot decode it (component type `router`)".into(),
                 ),
+                Err(e) => Outcome::Rejected(short(&format!("{e:#}"), 140)),
+            }),
+        ));
+        suite.totals.bad_inputs += 1;
+        if future.is_ok() {
+            self.accepted
+                .push((self.all.len() - 1, "from-the-future".into()));
+            self.unreadable.push("from-the-future".into());
+        }
+    }
+
+    /// Polls the accepted objects until each has a Ready condition for its generation (or the
+    /// deadline passes).
+    async fn decide(&mut self, admin: &kube::Client, ns: &str, quick: bool) {
+        let started = Instant::now();
+        let deadline = Duration::from_secs(if quick { 30 } else { 120 });
+        loop {
+            let mut pending = 0;
+            for (index, name) in &self.accepted {
+                let current = match read_deep(admin, ns, name).await {
+                    Ok(current) => current,
+                    Err(e) => {
+                        self.all[*index].3 = Some(Outcome::Undecided(format!(
+                            "a typed client cannot read it: {}",
+                            short(&e.to_string(), 100)
+                        )));
+                        continue;
+                    }
+                };
+                let outcome = match current.as_ref().map(|d| (d, ready_condition(d))) {
+                    Some((_, Some((s, r, m)))) => Outcome::Decided(s, r, short(&m, 140)),
+                    Some((d, None)) => {
+                        pending += 1;
+                        Outcome::Undecided(format!(
+                            "no Ready condition for generation {}",
+                            d.metadata.generation.unwrap_or(0)
+                        ))
+                    }
+                    None => {
+                        pending += 1;
+                        Outcome::Undecided("not readable as v1beta1".into())
+                    }
+                };
+                self.all[*index].3 = Some(outcome);
+            }
+            if pending == 0 || started.elapsed() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// What this version cannot read is said so on the object.
+    fn check_unreadable(&self, suite: &mut Suite, report: &mut Report) {
+        for (case, _, name, outcome) in &self.all {
+            if case == "newer-version" {
+                match outcome {
+                    Some(Outcome::Decided(s, r, _)) if s == "False" && r == "UnreadableObject" => {
+                        report.figure(
+                            "an object this version cannot read",
+                            "Ready=False UnreadableObject",
+                        );
+                    }
+                    Some(Outcome::Rejected(_)) => {}
+                    _ => report.findings(
+                        "wrong",
+                        &[format!("{name}: not Ready=False UnreadableObject")],
+                        &mut suite.totals.wrong,
+                    ),
+                }
             }
         }
     }
-    // The collision: coll-a keeps its child.
-    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), &ns);
-    let victim = read_deep(&admin, &ns, "coll-a").await?;
+
+    /// The table of outcomes, and their counts; an undecided input is flagged.
+    fn table(&self, report: &mut Report) {
+        let mut table =
+            String::from("| input | what | object | outcome |\n| --- | --- | --- | --- |\n");
+        let (mut rejected, mut decided, mut undecided) = (0, 0, 0);
+        for (case, what, name, outcome) in &self.all {
+            let text = match outcome {
+                Some(Outcome::Rejected(m)) => {
+                    rejected += 1;
+                    format!("rejected at admission: {m}")
+                }
+                Some(Outcome::Decided(s, r, m)) => {
+                    decided += 1;
+                    format!("Ready={s} `{r}`: {m}")
+                }
+                Some(Outcome::Undecided(m)) => {
+                    undecided += 1;
+                    report.flag(format!("{case} ({name}): no decision: {m}"));
+                    format!("**undecided**: {m}")
+                }
+                None => {
+                    undecided += 1;
+                    report.flag(format!("{case} ({name}): never looked at"));
+                    "**undecided**".into()
+                }
+            };
+            let name = short(name, 40);
+            table.push_str(&format!(
+                "| `{case}` | {what} | `{}` | {} |\n",
+                name.replace('|', "\\|"),
+                text.replace('|', "\\|").replace('\n', " ")
+            ));
+        }
+        report.figure("bad inputs tried", self.all.len());
+        report.figure("rejected at admission", rejected);
+        report.figure("accepted with a clear condition", decided);
+        report.figure("undecided", undecided);
+        report.details.push(table);
+    }
+}
+
+/// The collision: coll-a keeps its child.
+async fn check_collision(suite: &mut Suite, report: &mut Report, ns: &str) -> anyhow::Result<()> {
+    let admin = suite.env.admin();
+    let dcds: Api<api::DynamoComponentDeployment> = Api::namespaced(admin.clone(), ns);
+    let victim = read_deep(&admin, ns, "coll-a").await?;
     let child = dcds.get_opt("coll-a-b-frontend").await?;
     if let (Some(victim), Some(child)) = (&victim, &child) {
         let owner = child
@@ -524,16 +670,19 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
             report.figure("collision: the first graph keeps its children", "yes");
         }
     }
+    Ok(())
+}
 
-    // Loops: writes per object over the last 20 s.
+/// Loops: the operator's writes per object of `ns` over a quiet window after the inputs
+/// settled.
+async fn loops(suite: &Suite, report: &mut Report, ns: &str, user: &str) {
     let window = Duration::from_secs(if suite.quick { 10 } else { 30 });
     let loop_mark = audit_mark(&suite.env.cp);
     tokio::time::sleep(window).await;
     let recent = audit_since(&suite.env.cp, loop_mark).await;
-    let user = account_user(harness::OPERATOR_ACCOUNT);
-    let namespaces = vec![ns.clone()];
+    let namespaces = vec![ns.to_string()];
     let mut per_object: BTreeMap<String, usize> = BTreeMap::new();
-    for e in writes_in(&recent, &user, &namespaces) {
+    for e in writes_in(&recent, user, &namespaces) {
         *per_object
             .entry(format!("{} {}", e.resource, e.name))
             .or_default() += 1;
@@ -550,56 +699,6 @@ pub async fn bad_input(suite: &mut Suite) -> anyhow::Result<Report> {
     for l in &looping {
         report.flag(format!("looping on bad input: {l}"));
     }
-    let entries = audit_since(&suite.env.cp, mark).await;
-    let byst = writes_in(&entries, &user, &bystanders).count();
-    report.figure("operator writes to the bystander namespace", byst);
-
-    let mut table =
-        String::from("| input | what | object | outcome |\n| --- | --- | --- | --- |\n");
-    let (mut rejected, mut decided, mut undecided) = (0, 0, 0);
-    for (case, what, name, outcome) in &outcomes {
-        let text = match outcome {
-            Some(Outcome::Rejected(m)) => {
-                rejected += 1;
-                format!("rejected at admission: {m}")
-            }
-            Some(Outcome::Decided(s, r, m)) => {
-                decided += 1;
-                format!("Ready={s} `{r}`: {m}")
-            }
-            Some(Outcome::Undecided(m)) => {
-                undecided += 1;
-                report.flag(format!("{case} ({name}): no decision: {m}"));
-                format!("**undecided**: {m}")
-            }
-            None => {
-                undecided += 1;
-                report.flag(format!("{case} ({name}): never looked at"));
-                "**undecided**".into()
-            }
-        };
-        let name = short(name, 40);
-        table.push_str(&format!(
-            "| `{case}` | {what} | `{}` | {} |\n",
-            name.replace('|', "\\|"),
-            text.replace('|', "\\|").replace('\n', " ")
-        ));
-    }
-    report.figure("bad inputs tried", outcomes.len());
-    report.figure("rejected at admission", rejected);
-    report.figure("accepted with a clear condition", decided);
-    report.figure("undecided", undecided);
-    report.details.push(table);
-
-    restart_check(suite, &mut report, &others).await?;
-
-    // Clean up what a later scenario's inventory should not see.
-    for name in &unreadable {
-        delete_raw(&admin, &ns, name).await;
-    }
-    harness::delete_namespace(&admin, &ns).await;
-    suite.namespaces.push(others);
-    Ok(report)
 }
 
 /// Restarts the operator while the bad inputs exist (the undecodable ones included): a graph

@@ -17,7 +17,7 @@ pub fn yaml_value(path: &Path) -> anyhow::Result<Value> {
     Ok(serde_yaml::from_str(&text)?)
 }
 
-pub use bench::cluster::{dgd_resource, dgds};
+pub use bench::cluster::dgds;
 
 /// A graph from a template: name, namespace and the template label set.
 pub fn graph(template_name: &str, template: &Value, ns: &str, name: &str) -> Value {
