@@ -237,7 +237,7 @@ struct Seeds {
 }
 
 fn load_seeds(root: &Path) -> anyhow::Result<Seeds> {
-    let corpus = root.join("crates/reliability/corpus");
+    let corpus = root.join(crate::CORPUS);
     let mut seeds = Seeds {
         graphs: Vec::new(),
         components: Vec::new(),

@@ -29,6 +29,9 @@ use self::harness::Env;
 use self::report::{Report, Totals};
 use self::suite::Suite;
 
+/// The suite's inputs (graph templates, checkpoints, fuzz seeds), relative to the workspace.
+const CORPUS: &str = "crates/reliability/corpus";
+
 /// What to run.
 pub struct Options {
     pub quick: bool,

@@ -208,7 +208,8 @@ fn ablation_inputs(suite: &Suite, ns: &str) -> anyhow::Result<Vec<Value>> {
             &suite
                 .env
                 .root
-                .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
+                .join(crate::CORPUS)
+                .join("checkpoints/qwen.yaml"),
         )?;
         c["metadata"] = json!({"name": "qwen", "namespace": ns});
         inputs.push(c);

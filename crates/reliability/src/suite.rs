@@ -153,7 +153,7 @@ impl Suite {
 }
 
 fn load_templates(root: &Path) -> anyhow::Result<BTreeMap<String, Value>> {
-    let dir = root.join("crates/reliability/corpus/graphs");
+    let dir = root.join(crate::CORPUS).join("graphs");
     let mut out = BTreeMap::new();
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();

@@ -87,7 +87,8 @@ async fn apply_checkpoints(
         &suite
             .env
             .root
-            .join("crates/reliability/corpus/checkpoints/qwen.yaml"),
+            .join(crate::CORPUS)
+            .join("checkpoints/qwen.yaml"),
     )?;
     for i in 0..(count / 10).max(2) {
         let mut c = template.clone();
