@@ -25,7 +25,7 @@ pub fn run(check: bool) -> anyhow::Result<()> {
 
 /// Writes `generated` into `folder` (or, with `check`, fails where it differs).
 fn sync(folder: &str, generated: &BTreeMap<String, String>, check: bool) -> anyhow::Result<()> {
-    let dir = crate::cluster::workspace_root().join(folder);
+    let dir = bench::cluster::workspace_root().join(folder);
     let existing = existing_files(&dir)?;
 
     if check {

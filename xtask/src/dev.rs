@@ -17,7 +17,7 @@ use kube::discovery::Discovery;
 use serde_json::json;
 use testkit::{ControlPlane, Options};
 
-use crate::cluster;
+use bench::cluster;
 
 const SAMPLE: &str = "examples/vllm-agg.yaml";
 /// The operator's namespace and ServiceAccount (`deploy/operator/`).

@@ -2,12 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
-mod bench;
-mod cluster;
 mod crds;
 mod dev;
-mod reliability;
-mod soak;
 mod testenv;
 
 #[derive(Parser)]

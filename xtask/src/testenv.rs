@@ -53,7 +53,7 @@ pub fn run_tests(args: &[String]) -> anyhow::Result<()> {
         started.elapsed(),
         cp.server()
     );
-    let status = crate::cluster::cargo()
+    let status = bench::cluster::cargo()
         .arg("test")
         .args(if args.is_empty() {
             &["--workspace"][..]

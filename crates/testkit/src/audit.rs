@@ -44,11 +44,43 @@ pub struct AuditEvent {
 impl AuditEvent {
     /// create, update, patch, delete, deletecollection.
     pub fn is_write(&self) -> bool {
-        matches!(
-            self.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        )
+        is_write(&self.verb)
     }
+}
+
+/// Whether `verb` writes: create, update, patch, delete, deletecollection.
+pub fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+/// Whether a request created its object: a create, or a server-side apply that created it
+/// (201).
+pub fn created(verb: &str, code: i32) -> bool {
+    matches!(verb, "create" | "patch") && code == 201
+}
+
+/// Microseconds since the Unix epoch of an audit timestamp (RFC 3339 UTC,
+/// `2025-12-02T19:52:01.123456Z`).
+pub fn unix_micros(t: &str) -> Option<i64> {
+    let (date, time) = t.trim_end_matches('Z').split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut h = hms.split(':').map(|x| x.parse::<i64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    let micros: i64 = format!("{frac:0<6}")[..6].parse().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1_000_000) + micros)
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
@@ -23,7 +24,7 @@ use super::{Report, Suite};
 pub fn deploy_static(root: &Path) -> anyhow::Result<Report> {
     let mut report = Report::new("deploy-static");
     // The workspace's feature set, so the test build is reused.
-    let status = crate::cluster::cargo()
+    let status = bench::cluster::cargo()
         .args(["test", "-q", "--workspace", "--test", "deploy"])
         .current_dir(root)
         .status()?;
@@ -207,7 +208,8 @@ fn ablation_inputs(suite: &Suite, ns: &str) -> anyhow::Result<Vec<Value>> {
             &suite
                 .env
                 .root
-                .join("xtask/reliability-corpus/checkpoints/qwen.yaml"),
+                .join(crate::CORPUS)
+                .join("checkpoints/qwen.yaml"),
         )?;
         c["metadata"] = json!({"name": "qwen", "namespace": ns});
         inputs.push(c);
@@ -237,33 +239,13 @@ pub async fn rbac_ablation(suite: &mut Suite) -> anyhow::Result<Report> {
     )?)?;
     let rules = role.rules.clone().unwrap_or_default();
     let account = "dynamo-operator-ablation";
-    let sa: ServiceAccount = serde_json::from_value(json!({
-        "metadata": {"name": account, "namespace": OPERATOR_NAMESPACE}
-    }))?;
     let pp = PatchParams::apply("reliability").force();
-    Api::<ServiceAccount>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
-        .patch(account, &pp, &Patch::Apply(&sa))
-        .await?;
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": account},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
-        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": OPERATOR_NAMESPACE}]
-    }))?;
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .patch(account, &pp, &Patch::Apply(&binding))
-        .await?;
+    bind_account(&admin, account, &pp).await?;
 
     let mut table =
         String::from("| rule | verbs | removed: first request refused |\n| --- | --- | --- |\n");
     let mut unexercised = Vec::new();
-    // Index `rules.len()` is the full role (the baseline).
-    let mut order: Vec<usize> = vec![rules.len()];
-    // RELIABILITY_RULES=3,7 limits the run to those rule indices (to look at one closely).
-    let only: Option<Vec<usize>> = std::env::var("RELIABILITY_RULES")
-        .ok()
-        .map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect());
-    order.extend((0..rules.len()).filter(|i| only.as_ref().is_none_or(|o| o.contains(i))));
-    for index in order {
+    for index in order(rules.len()) {
         let without: Vec<PolicyRule> = rules
             .iter()
             .enumerate()
@@ -292,23 +274,7 @@ pub async fn rbac_ablation(suite: &mut Suite) -> anyhow::Result<Report> {
         }
         suite.totals.rbac_rules_checked += 1;
         let rule = &rules[index];
-        let label = format!(
-            "{}{}{}",
-            rule.api_groups
-                .iter()
-                .flatten()
-                .map(|g| if g.is_empty() { "core" } else { g.as_str() })
-                .collect::<Vec<_>>()
-                .join(","),
-            rule.resources
-                .iter()
-                .flatten()
-                .map(|r| format!(" {r}"))
-                .collect::<String>(),
-            rule.resource_names
-                .as_ref()
-                .map_or(String::new(), |n| format!(" ({})", n.join(","))),
-        );
+        let label = rule_label(rule);
         table.push_str(&format!(
             "| {label} | {} | {} |\n",
             rule.verbs.join(","),
@@ -344,6 +310,58 @@ pub async fn rbac_ablation(suite: &mut Suite) -> anyhow::Result<Report> {
     Ok(report)
 }
 
+/// The operator's own ServiceAccount for the ablation, bound to the ClusterRole of the same
+/// name (whose rules each run sets).
+async fn bind_account(admin: &Client, account: &str, pp: &PatchParams) -> anyhow::Result<()> {
+    let sa: ServiceAccount = serde_json::from_value(json!({
+        "metadata": {"name": account, "namespace": OPERATOR_NAMESPACE}
+    }))?;
+    Api::<ServiceAccount>::namespaced(admin.clone(), OPERATOR_NAMESPACE)
+        .patch(account, pp, &Patch::Apply(&sa))
+        .await?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": OPERATOR_NAMESPACE}]
+    }))?;
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(account, pp, &Patch::Apply(&binding))
+        .await?;
+    Ok(())
+}
+
+/// The rule indices to remove in turn, after index `rules` (the full role, the baseline).
+/// RELIABILITY_RULES=3,7 limits the run to those rule indices (to look at one closely).
+fn order(rules: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = vec![rules];
+    let only: Option<Vec<usize>> = std::env::var("RELIABILITY_RULES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|i| i.trim().parse().ok()).collect());
+    order.extend((0..rules).filter(|i| only.as_ref().is_none_or(|o| o.contains(i))));
+    order
+}
+
+/// `groups resources (names)` of a rule, for the table.
+fn rule_label(rule: &PolicyRule) -> String {
+    format!(
+        "{}{}{}",
+        rule.api_groups
+            .iter()
+            .flatten()
+            .map(|g| if g.is_empty() { "core" } else { g.as_str() })
+            .collect::<Vec<_>>()
+            .join(","),
+        rule.resources
+            .iter()
+            .flatten()
+            .map(|r| format!(" {r}"))
+            .collect::<String>(),
+        rule.resource_names
+            .as_ref()
+            .map_or(String::new(), |n| format!(" ({})", n.join(","))),
+    )
+}
+
 /// One run of the operator as `account` on fresh inputs: the first request the apiserver
 /// refused it (403), or `None` when everything settled without a refusal.
 async fn run_ablated(
@@ -368,24 +386,7 @@ async fn run_ablated(
             ..OperatorSpec::new("dynamo-operator-ablation")
         })
         .await?;
-    // The v1alpha1 input needs this operator's conversion webhook: retried until it serves
-    // (never, when the rule to configure it is the one removed).
-    let mut skipped = Vec::new();
-    for input in ablation_inputs(suite, &ns)? {
-        let started = Instant::now();
-        loop {
-            match apply(&admin, &input).await {
-                Ok(_) => break,
-                Err(_) if started.elapsed() < Duration::from_secs(20) => {
-                    tokio::time::sleep(Duration::from_millis(500)).await
-                }
-                Err(e) => {
-                    skipped.push(format!("{}: {e}", input["metadata"]["name"]));
-                    break;
-                }
-            }
-        }
-    }
+    let skipped = apply_inputs(suite, &ns).await?;
     if baseline && !skipped.is_empty() {
         anyhow::bail!("inputs refused with the full role: {skipped:?}");
     }
@@ -406,27 +407,7 @@ async fn run_ablated(
                     || e.namespace == OPERATOR_NAMESPACE)
         };
         if let Some(e) = entries.iter().find(by_rbac) {
-            let group = if e.group.is_empty() {
-                String::new()
-            } else {
-                format!("{}/", e.group)
-            };
-            let sub = if e.subresource.is_empty() {
-                String::new()
-            } else {
-                format!("/{}", e.subresource)
-            };
-            let at = if e.namespace.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{}/{}", e.namespace, e.name)
-            };
-            refused = Some(format!(
-                "{} {group}{}{sub} {at} — {}",
-                e.verb,
-                e.resource,
-                e.message.chars().take(240).collect::<String>()
-            ));
+            refused = Some(refusal(e));
             break;
         }
         if operator.unexpected_exit().is_some() {
@@ -465,4 +446,53 @@ async fn run_ablated(
     operator.kill();
     harness::delete_namespace(&admin, &ns).await;
     Ok(refused)
+}
+
+/// Applies the ablation inputs in `ns`. The v1alpha1 input needs this operator's conversion
+/// webhook: each input is retried for 20 s until it is accepted (never, when the rule to
+/// configure the webhook is the one removed). The inputs refused.
+async fn apply_inputs(suite: &Suite, ns: &str) -> anyhow::Result<Vec<String>> {
+    let admin = suite.env.admin();
+    let mut skipped = Vec::new();
+    for input in ablation_inputs(suite, ns)? {
+        let started = Instant::now();
+        loop {
+            match apply(&admin, &input).await {
+                Ok(_) => break,
+                Err(_) if started.elapsed() < Duration::from_secs(20) => {
+                    tokio::time::sleep(Duration::from_millis(500)).await
+                }
+                Err(e) => {
+                    skipped.push(format!("{}: {e}", input["metadata"]["name"]));
+                    break;
+                }
+            }
+        }
+    }
+    Ok(skipped)
+}
+
+/// A refused request: `verb group/resource/subresource namespace/name — message`.
+fn refusal(e: &harness::Entry) -> String {
+    let group = if e.group.is_empty() {
+        String::new()
+    } else {
+        format!("{}/", e.group)
+    };
+    let sub = if e.subresource.is_empty() {
+        String::new()
+    } else {
+        format!("/{}", e.subresource)
+    };
+    let at = if e.namespace.is_empty() {
+        e.name.clone()
+    } else {
+        format!("{}/{}", e.namespace, e.name)
+    };
+    format!(
+        "{} {group}{}{sub} {at} — {}",
+        e.verb,
+        e.resource,
+        e.message.chars().take(240).collect::<String>()
+    )
 }

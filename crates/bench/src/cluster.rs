@@ -14,8 +14,9 @@ use testkit::ControlPlane;
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
+        .ancestors()
+        .nth(2)
+        .expect("crates/bench lives in the workspace")
         .to_path_buf()
 }
 

@@ -3,7 +3,7 @@
 //! conversion webhook's handler (it reads whatever the apiserver sends) and the checkpoint
 //! create-or-reuse decision.
 //!
-//! Inputs are mutations of the seed corpus (`xtask/reliability-corpus/graphs/*.yaml` and
+//! Inputs are mutations of the seed corpus (`crates/reliability/corpus/graphs/*.yaml` and
 //! `fuzz/*.json`): a few random edits each — a field removed, a value replaced by an odd one
 //! (extreme numbers, unicode, control characters, long strings, deep nesting), an array
 //! element duplicated, a known field name put where it does not belong. A case fails when a
@@ -237,7 +237,7 @@ struct Seeds {
 }
 
 fn load_seeds(root: &Path) -> anyhow::Result<Seeds> {
-    let corpus = root.join("xtask/reliability-corpus");
+    let corpus = root.join(crate::CORPUS);
     let mut seeds = Seeds {
         graphs: Vec::new(),
         components: Vec::new(),

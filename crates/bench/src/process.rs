@@ -1,13 +1,14 @@
-//! The operator as a separate process, its `/metrics`, and what `/proc` says about any process
-//! (resident memory, CPU time).
+//! The operator as a separate process, and what `/proc` says about any process (resident
+//! memory, CPU time).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
+
+use crate::metrics::{HTTP_TIMEOUT, Metrics, Scraper, http_get};
 
 /// The user name of the operator's client certificate: what the audit log attributes to it.
 pub const OPERATOR_USER: &str = "dynamo-operator";
@@ -31,10 +32,7 @@ impl Operator {
         log: &Path,
         extra: &[String],
     ) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let metrics_address = format!("127.0.0.1:{port}");
+        let metrics_address = format!("127.0.0.1:{}", testkit::process::free_port()?);
         let mut args = vec![
             format!("--metrics-address={metrics_address}"),
             "--leader-elect=false".to_string(),
@@ -68,7 +66,8 @@ impl Operator {
             if let Some(status) = self.child.try_wait()? {
                 bail!("the operator exited ({status}); see {}", self.log.display());
             }
-            if http_get(&self.metrics_address, "/readyz").is_some_and(|(code, _)| code == 200) {
+            let ready = http_get(&self.metrics_address, "/readyz", HTTP_TIMEOUT);
+            if ready.is_some_and(|(code, _)| code == 200) {
                 return Ok(());
             }
             if Instant::now() > deadline {
@@ -96,25 +95,14 @@ impl Operator {
 
     /// A handle that scrapes `/metrics` from another task.
     pub fn scraper(&self) -> Scraper {
-        Scraper {
-            address: self.metrics_address.clone(),
-        }
+        Scraper::new(&self.metrics_address)
     }
 
     /// SIGTERM, then wait (SIGKILL after 20 s).
     pub fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if terminate(&mut self.child, Duration::from_secs(20)).is_none() {
+            let _ = self.child.wait();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -125,121 +113,24 @@ impl Drop for Operator {
     }
 }
 
-/// Scrapes the operator's `/metrics`.
-#[derive(Clone, Debug)]
-pub struct Scraper {
-    address: String,
-}
-
-impl Scraper {
-    pub fn scrape(&self) -> anyhow::Result<Metrics> {
-        match http_get(&self.address, "/metrics") {
-            Some((200, body)) => Ok(Metrics::parse(&body)),
-            Some((code, _)) => bail!("/metrics answered {code}"),
-            None => bail!("/metrics at {} did not answer", self.address),
+/// SIGTERM, as the kubelet sends, then wait up to `grace` for the exit: its status, or `None`
+/// when the process did not end in time (it is then sent SIGKILL, not waited for).
+pub fn terminate(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            _ => {
+                let _ = child.kill();
+                return None;
+            }
         }
-    }
-}
-
-/// A plain HTTP/1.0 GET on loopback: status code and body.
-fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(address).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let code = raw.split_whitespace().nth(1)?.parse().ok()?;
-    let body = raw
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((code, body))
-}
-
-/// One scrape of the operator's metrics (controller-runtime names).
-#[derive(Clone, Debug, Default)]
-pub struct Metrics {
-    /// `name{labels}` → value.
-    samples: BTreeMap<String, f64>,
-}
-
-/// The controllers, by their metric label.
-pub const DGD: &str = "dynamographdeployment";
-pub const DCD: &str = "dynamocomponentdeployment";
-
-impl Metrics {
-    pub fn parse(text: &str) -> Self {
-        let samples = text
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .filter_map(|l| {
-                let (key, value) = l.rsplit_once(' ')?;
-                Some((key.to_string(), value.parse().ok()?))
-            })
-            .collect();
-        Self { samples }
-    }
-
-    /// The sum of every sample of `name` whose labels contain `label`.
-    fn sum(&self, name: &str, label: &str) -> f64 {
-        self.samples
-            .iter()
-            .filter(|(k, _)| {
-                k.split_once('{')
-                    .is_some_and(|(n, labels)| n == name && labels.contains(label))
-            })
-            .map(|(_, v)| v)
-            .sum()
-    }
-
-    /// Reconciles of `controller`, every result.
-    pub fn reconciles(&self, controller: &str) -> u64 {
-        self.sum(
-            "controller_runtime_reconcile_total",
-            &format!("controller=\"{controller}\""),
-        ) as u64
-    }
-
-    /// Reconcile errors of `controller`.
-    pub fn errors(&self, controller: &str) -> u64 {
-        self.sum(
-            "controller_runtime_reconcile_errors_total",
-            &format!("controller=\"{controller}\""),
-        ) as u64
-    }
-
-    /// Trigger passes (queue adds) of `controller`.
-    pub fn adds(&self, controller: &str) -> u64 {
-        self.sum("workqueue_adds_total", &format!("name=\"{controller}\"")) as u64
-    }
-
-    /// Objects waiting in `controller`'s queue.
-    pub fn depth(&self, controller: &str) -> u64 {
-        self.sum("workqueue_depth", &format!("name=\"{controller}\"")) as u64
-    }
-
-    /// Reconciles running now in `controller`.
-    pub fn active(&self, controller: &str) -> u64 {
-        self.sum(
-            "controller_runtime_active_workers",
-            &format!("controller=\"{controller}\""),
-        ) as u64
-    }
-
-    /// Work counters that move whenever anything happens (for quiescence).
-    pub fn activity(&self) -> [u64; 4] {
-        [
-            self.reconciles(DGD),
-            self.reconciles(DCD),
-            self.adds(DGD),
-            self.adds(DCD),
-        ]
-    }
-
-    /// Nothing queued and nothing running.
-    pub fn idle(&self) -> bool {
-        self.depth(DGD) + self.depth(DCD) + self.active(DGD) + self.active(DCD) == 0
     }
 }
 
@@ -326,24 +217,6 @@ fn clock_ticks() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_controller_runtime_metrics() {
-        let m = Metrics::parse(
-            "# HELP x\n\
-             controller_runtime_reconcile_total{controller=\"dynamographdeployment\",result=\"success\"} 7\n\
-             controller_runtime_reconcile_total{controller=\"dynamographdeployment\",result=\"error\"} 2\n\
-             controller_runtime_reconcile_total{controller=\"dynamocomponentdeployment\",result=\"success\"} 5\n\
-             workqueue_depth{name=\"dynamographdeployment\"} 3\n\
-             workqueue_adds_total{name=\"dynamocomponentdeployment\"} 11\n\
-             controller_runtime_active_workers{controller=\"dynamocomponentdeployment\"} 0\n",
-        );
-        assert_eq!(m.reconciles(DGD), 9);
-        assert_eq!(m.reconciles(DCD), 5);
-        assert_eq!(m.depth(DGD), 3);
-        assert_eq!(m.adds(DCD), 11);
-        assert!(!m.idle());
-    }
 
     #[test]
     fn reads_own_usage() {

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bench::process::{cpu_seconds, usage};
+use crate::process::{cpu_seconds, usage};
 
 /// How much the resident set may grow from the first cycle to the last (allocator noise).
 pub const MAX_GROWTH: f64 = 0.10;

@@ -39,10 +39,7 @@ pub struct Request {
 impl Request {
     /// create, update, patch, delete, deletecollection.
     pub fn is_write(&self) -> bool {
-        matches!(
-            self.verb.as_str(),
-            "create" | "update" | "patch" | "delete" | "deletecollection"
-        )
+        testkit::audit::is_write(&self.verb)
     }
 
     /// get or list (not watch): a read the watch caches did not serve.
@@ -57,7 +54,7 @@ impl Request {
 
     /// Created an object: a create, or a server-side apply that created (201).
     pub fn created(&self) -> bool {
-        matches!(self.verb.as_str(), "create" | "patch") && self.code == 201
+        testkit::audit::created(&self.verb, self.code)
     }
 
     /// `verb resource[/subresource]`, the key of request tables.
@@ -257,27 +254,7 @@ fn username(line: &str) -> Option<&str> {
 
 /// Seconds since the Unix epoch of an RFC 3339 UTC timestamp (`2026-01-02T03:04:05.123456Z`).
 pub fn unix_seconds(ts: &str) -> Option<f64> {
-    let (date, time) = ts.split_once('T')?;
-    let time = time.strip_suffix('Z')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>());
-    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>());
-    let (h, min, s) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    let frac = if frac.is_empty() {
-        0.0
-    } else {
-        format!("0.{frac}").parse::<f64>().ok()?
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + min * 60 + s) as f64 + frac)
+    testkit::audit::unix_micros(ts).map(|us| us as f64 / 1e6)
 }
 
 #[cfg(test)]

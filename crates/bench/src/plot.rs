@@ -135,65 +135,25 @@ fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) 
         );
         return;
     }
-    let range = |vals: Vec<f64>| {
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let (lo, hi) = (lo.log10().floor(), hi.log10().ceil());
-        if hi - lo < 1.0 {
-            (lo, lo + 1.0)
-        } else {
-            (lo, hi)
-        }
+    let (xlo, xhi) = decades(all.iter().map(|p| p.0).collect());
+    let (ylo, yhi) = decades(all.iter().map(|p| p.1).collect());
+    let axes = Axes {
+        left,
+        right,
+        top,
+        bottom,
+        xlo,
+        xhi,
+        ylo,
+        yhi,
     };
-    let (xlo, xhi) = range(all.iter().map(|p| p.0).collect());
-    let (ylo, yhi) = range(all.iter().map(|p| p.1).collect());
-    let px = |x: f64| left + (x.log10() - xlo) / (xhi - xlo) * (right - left);
-    let py = |y: f64| bottom - (y.log10() - ylo) / (yhi - ylo) * (bottom - top);
-
     let _ = writeln!(
         o,
         "<rect x=\"{left}\" y=\"{top}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>",
         right - left,
         bottom - top
     );
-    // Decade grid lines and labels (with 2 and 5 between when there are few decades).
-    for (lo, hi, vertical) in [(xlo, xhi, true), (ylo, yhi, false)] {
-        let few = hi - lo <= 2.0;
-        let mut e = lo;
-        while e <= hi + 1e-9 {
-            for m in [1.0, 2.0, 5.0] {
-                let v = m * 10f64.powf(e);
-                if v.log10() > hi + 1e-9 || (m != 1.0 && !few) {
-                    continue;
-                }
-                let label = if v >= 1.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v}")
-                };
-                let stroke = if m == 1.0 { "#ccc" } else { "#eee" };
-                if vertical {
-                    let x = px(v);
-                    let _ = writeln!(
-                        o,
-                        "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{stroke}\"/>\
-                         <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
-                        bottom + 16.0
-                    );
-                } else {
-                    let y = py(v);
-                    let _ = writeln!(
-                        o,
-                        "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{right}\" y2=\"{y:.1}\" stroke=\"{stroke}\"/>\
-                         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
-                        left - 6.0,
-                        y + 4.0
-                    );
-                }
-            }
-            e += 1.0;
-        }
-    }
+    grid(o, &axes);
     let _ = writeln!(
         o,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">N (graphs, 3 components each)</text>",
@@ -209,72 +169,153 @@ fn panel(o: &mut String, x0: f64, title: &str, ylabel: &str, series: &[Series]) 
         (top + bottom) / 2.0
     );
     for (i, s) in series.iter().enumerate() {
-        let pts: Vec<String> = s
-            .points
-            .iter()
-            .filter(|(x, y)| *x > 0.0 && *y > 0.0)
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-            .collect();
-        let dash = if s.dashed {
-            " stroke-dasharray=\"6 4\""
-        } else {
-            ""
-        };
-        if pts.len() > 1 {
-            let _ = writeln!(
-                o,
-                "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
-                pts.join(" "),
-                s.color
-            );
+        line(o, &axes, i, s);
+    }
+}
+
+/// The whole decades around `vals` (log10 of the lowest and highest), at least one apart.
+fn decades(vals: Vec<f64>) -> (f64, f64) {
+    let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let (lo, hi) = (lo.log10().floor(), hi.log10().ceil());
+    if hi - lo < 1.0 {
+        (lo, lo + 1.0)
+    } else {
+        (lo, hi)
+    }
+}
+
+/// A panel's plot area and its logarithmic ranges (decades).
+struct Axes {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    xlo: f64,
+    xhi: f64,
+    ylo: f64,
+    yhi: f64,
+}
+
+impl Axes {
+    fn px(&self, x: f64) -> f64 {
+        self.left + (x.log10() - self.xlo) / (self.xhi - self.xlo) * (self.right - self.left)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.bottom - (y.log10() - self.ylo) / (self.yhi - self.ylo) * (self.bottom - self.top)
+    }
+}
+
+/// Decade grid lines and labels (with 2 and 5 between when there are few decades).
+fn grid(o: &mut String, a: &Axes) {
+    let (left, right, top, bottom) = (a.left, a.right, a.top, a.bottom);
+    for (lo, hi, vertical) in [(a.xlo, a.xhi, true), (a.ylo, a.yhi, false)] {
+        let few = hi - lo <= 2.0;
+        let mut e = lo;
+        while e <= hi + 1e-9 {
+            for m in [1.0, 2.0, 5.0] {
+                let v = m * 10f64.powf(e);
+                if v.log10() > hi + 1e-9 || (m != 1.0 && !few) {
+                    continue;
+                }
+                let label = if v >= 1.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v}")
+                };
+                let stroke = if m == 1.0 { "#ccc" } else { "#eee" };
+                if vertical {
+                    let x = a.px(v);
+                    let _ = writeln!(
+                        o,
+                        "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{bottom}\" stroke=\"{stroke}\"/>\
+                         <text x=\"{x:.1}\" y=\"{}\" text-anchor=\"middle\">{label}</text>",
+                        bottom + 16.0
+                    );
+                } else {
+                    let y = a.py(v);
+                    let _ = writeln!(
+                        o,
+                        "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{right}\" y2=\"{y:.1}\" stroke=\"{stroke}\"/>\
+                         <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>",
+                        left - 6.0,
+                        y + 4.0
+                    );
+                }
+            }
+            e += 1.0;
         }
-        let shown = s
-            .points
-            .iter()
-            .enumerate()
-            .filter(|(_, (x, y))| *x > 0.0 && *y > 0.0);
-        for (k, (x, y)) in shown {
-            let label = match &s.labels {
-                Some(labels) => labels.get(k).cloned().unwrap_or_default(),
-                None if *y >= 100.0 => format!("{y:.0}"),
-                None => format!("{y:.1}"),
+    }
+}
+
+/// Series `i`: its line, its points with their labels, and its legend entry.
+fn line(o: &mut String, a: &Axes, i: usize, s: &Series) {
+    let pts: Vec<String> = s
+        .points
+        .iter()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .map(|(x, y)| format!("{:.1},{:.1}", a.px(*x), a.py(*y)))
+        .collect();
+    let dash = if s.dashed {
+        " stroke-dasharray=\"6 4\""
+    } else {
+        ""
+    };
+    if pts.len() > 1 {
+        let _ = writeln!(
+            o,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
+            pts.join(" "),
+            s.color
+        );
+    }
+    let shown = s
+        .points
+        .iter()
+        .enumerate()
+        .filter(|(_, (x, y))| *x > 0.0 && *y > 0.0);
+    for (k, (x, y)) in shown {
+        let label = match &s.labels {
+            Some(labels) => labels.get(k).cloned().unwrap_or_default(),
+            None if *y >= 100.0 => format!("{y:.0}"),
+            None => format!("{y:.1}"),
+        };
+        let _ = writeln!(
+            o,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{}\"><title>N={x}: {label}</title></circle>",
+            a.px(*x),
+            a.py(*y),
+            s.color
+        );
+        if !s.dashed {
+            // Right of the point, or left of it near the right edge.
+            let (tx, anchor) = if a.px(*x) > a.right - 120.0 {
+                (a.px(*x) - 6.0, "end")
+            } else {
+                (a.px(*x) + 6.0, "start")
             };
             let _ = writeln!(
                 o,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{}\"><title>N={x}: {label}</title></circle>",
-                px(*x),
-                py(*y),
+                "<text x=\"{tx:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{}\" text-anchor=\"{anchor}\" stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">{label}</text>",
+                a.py(*y) - 6.0,
                 s.color
             );
-            if !s.dashed {
-                // Right of the point, or left of it near the right edge.
-                let (tx, anchor) = if px(*x) > right - 120.0 {
-                    (px(*x) - 6.0, "end")
-                } else {
-                    (px(*x) + 6.0, "start")
-                };
-                let _ = writeln!(
-                    o,
-                    "<text x=\"{tx:.1}\" y=\"{:.1}\" font-size=\"10\" fill=\"{}\" text-anchor=\"{anchor}\" stroke=\"white\" stroke-width=\"3\" paint-order=\"stroke\">{label}</text>",
-                    py(*y) - 6.0,
-                    s.color
-                );
-            }
         }
-        // Legend below the axis label, one line per series.
-        let ly = bottom + 54.0 + 17.0 * i as f64;
-        let lx = left;
-        let _ = writeln!(
-            o,
-            "<line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>\
-             <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            lx + 22.0,
-            s.color,
-            lx + 27.0,
-            ly + 4.0,
-            s.name
-        );
     }
+    // Legend below the axis label, one line per series.
+    let ly = a.bottom + 54.0 + 17.0 * i as f64;
+    let lx = a.left;
+    let _ = writeln!(
+        o,
+        "<line x1=\"{lx:.1}\" y1=\"{ly:.1}\" x2=\"{:.1}\" y2=\"{ly:.1}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>\
+         <text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+        lx + 22.0,
+        s.color,
+        lx + 27.0,
+        ly + 4.0,
+        s.name
+    );
 }
 
 #[cfg(test)]
