@@ -15,7 +15,6 @@
 
 use api::DgdState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kit::conditions::{self, READY, Status};
 use reconcilers::rollout::{
     MESSAGE_ROLLING_UPDATE_IN_PROGRESS, REASON_ROLLING_UPDATE_IN_PROGRESS,
     REASON_ROLLING_UPDATE_STUCK, WorkerGeneration,
@@ -68,22 +67,10 @@ pub fn ready_condition(
         RollingUpdate::Stuck(why) => (REASON_ROLLING_UPDATE_STUCK, why.to_string()),
     };
     if !reason.is_empty() {
-        return (
-            DgdState::Pending,
-            conditions::new(READY, Status::False, reason, message, generation),
-        );
+        return reconcilers::ready::not_ready(generation, reason, message);
     }
-    if !waiting.is_empty() {
-        return (
-            DgdState::Pending,
-            conditions::new(
-                READY,
-                Status::False,
-                REASON_WAITING_FOR_CHECKPOINT,
-                format!("Waiting for checkpoints: {}", waiting.join(", ")),
-                generation,
-            ),
-        );
+    if let Some(waiting) = reconcilers::ready::waiting(generation, waiting) {
+        return waiting;
     }
     let not_ready: Vec<String> = readiness
         .iter()
@@ -94,26 +81,12 @@ pub fn ready_condition(
         })
         .collect();
     if not_ready.is_empty() {
-        (
-            DgdState::Successful,
-            conditions::new(
-                READY,
-                Status::True,
-                REASON_ALL_READY,
-                MESSAGE_ALL_READY,
-                generation,
-            ),
-        )
+        reconcilers::ready::all_ready(generation)
     } else {
-        (
-            DgdState::Pending,
-            conditions::new(
-                READY,
-                Status::False,
-                REASON_SOME_NOT_READY,
-                format!("Resources not ready: {}", not_ready.join("; ")),
-                generation,
-            ),
+        reconcilers::ready::not_ready(
+            generation,
+            REASON_SOME_NOT_READY,
+            format!("Resources not ready: {}", not_ready.join("; ")),
         )
     }
 }

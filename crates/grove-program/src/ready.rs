@@ -11,9 +11,9 @@
 
 use api::DgdState;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kit::conditions::{self, READY, Status};
+use reconcilers::ready;
 
-use crate::readiness::{REASON_ALL_READY, Readiness};
+use crate::readiness::Readiness;
 
 pub use reconcilers::ready::{
     MESSAGE_ALL_READY, REASON_WAITING_FOR_CHECKPOINT, waiting_for_checkpoints,
@@ -28,38 +28,15 @@ pub fn ready_condition(
     pcs_name: &str,
     readiness: &Readiness,
 ) -> (DgdState, Condition) {
-    if !waiting.is_empty() {
-        return (
-            DgdState::Pending,
-            conditions::new(
-                READY,
-                Status::False,
-                REASON_WAITING_FOR_CHECKPOINT,
-                format!("Waiting for checkpoints: {}", waiting.join(", ")),
-                generation,
-            ),
-        );
+    if let Some(waiting) = ready::waiting(generation, waiting) {
+        return waiting;
     }
     if readiness.ready {
-        return (
-            DgdState::Successful,
-            conditions::new(
-                READY,
-                Status::True,
-                REASON_ALL_READY,
-                MESSAGE_ALL_READY,
-                generation,
-            ),
-        );
+        return ready::all_ready(generation);
     }
-    (
-        DgdState::Pending,
-        conditions::new(
-            READY,
-            Status::False,
-            readiness.classification,
-            format!("Resources not ready: {pcs_name}: {}", readiness.message),
-            generation,
-        ),
+    ready::not_ready(
+        generation,
+        readiness.classification,
+        format!("Resources not ready: {pcs_name}: {}", readiness.message),
     )
 }

@@ -1,6 +1,10 @@
 //! The graph-level `Ready` reasons and messages both workload programs report (upstream's
 //! values), and the list of components waiting for a checkpoint they name.
 
+use api::DgdState;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kit::conditions::{self, READY, Status};
+
 use crate::checkpoints::CheckpointInfos;
 
 /// Ready reason when every component is ready.
@@ -25,4 +29,38 @@ pub fn waiting_for_checkpoints(infos: &CheckpointInfos) -> Vec<String> {
         .collect();
     waiting.sort();
     waiting
+}
+
+/// The graph state and `Ready` condition while components wait for their checkpoints
+/// ([`waiting_for_checkpoints`]); none when no component waits.
+pub fn waiting(generation: i64, waiting: &[String]) -> Option<(DgdState, Condition)> {
+    (!waiting.is_empty()).then(|| {
+        not_ready(
+            generation,
+            REASON_WAITING_FOR_CHECKPOINT,
+            format!("Waiting for checkpoints: {}", waiting.join(", ")),
+        )
+    })
+}
+
+/// The graph state and `Ready` condition when every component is ready.
+pub fn all_ready(generation: i64) -> (DgdState, Condition) {
+    (
+        DgdState::Successful,
+        conditions::new(
+            READY,
+            Status::True,
+            REASON_ALL_READY,
+            MESSAGE_ALL_READY,
+            generation,
+        ),
+    )
+}
+
+/// The graph state and `Ready` condition when it is not ready, for `reason` and `message`.
+pub fn not_ready(generation: i64, reason: &str, message: String) -> (DgdState, Condition) {
+    (
+        DgdState::Pending,
+        conditions::new(READY, Status::False, reason, message, generation),
+    )
 }
