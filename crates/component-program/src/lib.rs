@@ -26,9 +26,8 @@ mod testutil;
 use std::sync::Arc;
 
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
-use kit::conditions::{self, READY};
 use kit::served::Served;
-use kit::{Event, OrFail, Outcome, Reader, Reconciled, Writer};
+use kit::{OrFail, Outcome, Reader, Reconciled, Writer};
 use reconcilers::optional;
 use reconcilers::restart::{self, Restart};
 use reconcilers::rollout::{self, Rollout};
@@ -157,19 +156,13 @@ impl ComponentProgram {
         out.status.components = report.components;
 
         let waiting = ready::waiting_for_checkpoints(&checkpoints);
-        let (state, ready) = ready_condition(
+        let ready = ready_condition(
             generation,
             ready::RollingUpdate::of(&plan),
             &waiting,
             &report.readiness,
         );
-        out.status.state = state;
-        conditions::set(&mut out.status.conditions, ready);
-        for t in conditions::changed(&previous.conditions, &out.status.conditions) {
-            if t.type_ == READY && t.to.is_some() {
-                out.event(Event::normal(&t.reason, t.message.clone()));
-            }
-        }
+        reconcilers::ready::install(&mut out, &previous.conditions, ready);
 
         if !waiting.is_empty() {
             // As upstream: adapters wait until the checkpointed components can start.
@@ -195,6 +188,7 @@ mod tests {
     use api::common::{Restart as RestartSpec, RestartPhase, RestartStatus, RollingUpdatePhase};
     use api::{DgdState, DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter, labels};
     use kit::Retry;
+    use kit::conditions::READY;
     use kit::conditions::find;
     use kit::run::{RunError, finish};
     use kit::testing::{Double, Verb};

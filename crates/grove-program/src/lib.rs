@@ -41,7 +41,6 @@ use std::sync::Arc;
 
 use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use grove_render::names::pcs_name;
-use kit::conditions::{self, READY};
 use kit::{Event, Failed, OrFail, Outcome, Reader, Reconciled, Writer};
 use kube::ResourceExt;
 use reconcilers::model_service::{self, ModelServices};
@@ -232,15 +231,9 @@ impl GroveProgram {
         }
 
         let waiting = ready::waiting_for_checkpoints(&checkpoints);
-        let (state, ready) =
+        let ready =
             ready::ready_condition(generation, &waiting, &report.pcs_name, &report.readiness);
-        out.status.state = state;
-        conditions::set(&mut out.status.conditions, ready);
-        for t in conditions::changed(&previous.conditions, &out.status.conditions) {
-            if t.type_ == READY && t.to.is_some() {
-                out.event(Event::normal(&t.reason, t.message.clone()));
-            }
-        }
+        reconcilers::ready::install(&mut out, &previous.conditions, ready);
 
         if !waiting.is_empty() {
             // As upstream: adapters wait until the checkpointed components can start.

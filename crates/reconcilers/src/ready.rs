@@ -1,9 +1,10 @@
 //! The graph-level `Ready` reasons and messages both workload programs report (upstream's
 //! values), and the list of components waiting for a checkpoint they name.
 
-use api::DgdState;
+use api::{DgdState, DynamoGraphDeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, READY, Status};
+use kit::{Event, Outcome};
 
 use crate::checkpoints::CheckpointInfos;
 
@@ -63,4 +64,20 @@ pub fn not_ready(generation: i64, reason: &str, message: String) -> (DgdState, C
         DgdState::Pending,
         conditions::new(READY, Status::False, reason, message, generation),
     )
+}
+
+/// Install a program's `(state, Ready)` in `out`, queuing a Normal event (reason and message of
+/// the new condition) when `Ready` changed since the `previous` conditions.
+pub fn install(
+    out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    previous: &[Condition],
+    (state, ready): (DgdState, Condition),
+) {
+    out.status.state = state;
+    conditions::set(&mut out.status.conditions, ready);
+    for t in conditions::changed(previous, &out.status.conditions) {
+        if t.type_ == READY && t.to.is_some() {
+            out.event(Event::normal(&t.reason, t.message.clone()));
+        }
+    }
 }
