@@ -1,11 +1,14 @@
 //! The component workload program: one DynamoComponentDeployment per component.
 //!
 //! [`ComponentProgram`] is a struct of its concrete reconcilers, run once per reconcile in this
-//! order (the program owns order and timing; no step writes status):
+//! order (the program owns order and timing; no step writes status). Each step returns a
+//! [`kit::Step`]: its own result (the status fields it owns, or what a later step needs) and
+//! its events; the program folds them in with [`kit::Outcome::take`]. Each step writes only
+//! its own kinds ([`kit::Scoped`]).
 //!
 //! | # | step | does | failure reason |
 //! | --- | --- | --- | --- |
-//! | 1 | rollout ([`reconcilers::rollout`]) | worker hash, rolling update phase, old generations' replicas, active hash record | `rolling_update_failed` |
+//! | 1 | rollout ([`reconcilers::rollout`]) | worker hash, rolling update phase, old generations' replicas; then the program writes the active hash record it asks for ([`reconcilers::rollout::WorkerHashRecord`], the only write on the graph) | `rolling_update_failed` |
 //! | 2 | shared resources | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
 //! | 3 | multinode guard | a multinode component needs the LeaderWorkerSet API | `no_multinode_orchestrator_available` (no retry until the graph changes or the API is installed: the operator re-queues waiting graphs when it is) |
 //! | 4 | restart ([`reconcilers::restart`]) | next `status.restart`; queues `RestartSuperseded` | `failed_to_resolve_restart_progress` |
@@ -25,12 +28,15 @@ mod testutil;
 
 use std::sync::Arc;
 
-use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use api::{
+    DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter,
+    DynamoGraphDeploymentStatus,
+};
 use kit::served::Served;
-use kit::{OrFail, Outcome, Reader, Reconciled, Writer};
+use kit::{OrFail, Outcome, Reader, Reconciled, Scoped, Writer};
 use reconcilers::optional;
 use reconcilers::restart::{self, Restart};
-use reconcilers::rollout::{self, Rollout};
+use reconcilers::rollout::{self, Rollout, WorkerHashRecord};
 use reconcilers::scaling_adapters::{self, ScalingAdapters};
 use reconcilers::shared::{SharedConfig, SharedResources};
 
@@ -81,6 +87,7 @@ pub struct ComponentConfig {
 /// The component program.
 pub struct ComponentProgram {
     rollout: Rollout,
+    record: WorkerHashRecord,
     shared: SharedResources,
     restart: Restart,
     workloads: Workloads,
@@ -89,19 +96,33 @@ pub struct ComponentProgram {
 }
 
 impl ComponentProgram {
-    /// The component program reading with `reader`, writing children with `writer`.
+    /// The component program reading with `reader`, writing children with `writer`: each step
+    /// gets it scoped to the kinds it owns ([`Scoped`]); only the program's worker-hash record
+    /// writes the graph.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: ComponentConfig) -> Self {
+        let dcds = || {
+            Scoped::new(writer.clone())
+                .allow::<DynamoComponentDeployment>()
+                .build()
+        };
         ComponentProgram {
-            rollout: Rollout::with_config(reader.clone(), writer.clone(), config.rollout),
+            rollout: Rollout::with_config(reader.clone(), dcds(), config.rollout),
+            record: WorkerHashRecord::new(writer.clone()),
             shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
             restart: Restart::new(reader.clone()),
-            workloads: Workloads::new(reader.clone(), writer.clone()),
-            scaling_adapters: ScalingAdapters::new(reader, writer),
+            workloads: Workloads::new(reader.clone(), dcds()),
+            scaling_adapters: ScalingAdapters::new(
+                reader,
+                Scoped::new(writer)
+                    .allow::<DynamoGraphDeploymentScalingAdapter>()
+                    .build(),
+            ),
             served: config.served,
         }
     }
 
     /// Run every step once for `dgd` and return the complete desired status and queued events.
+    /// Each step returns its own result and events; only this function composes the status.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
@@ -113,18 +134,27 @@ impl ComponentProgram {
             ..previous.clone()
         });
 
-        let plan = self
-            .rollout
-            .reconcile(dgd, &mut out)
-            .await
+        let rolled = out
+            .take(self.rollout.reconcile(dgd).await)
             .map_err(Error::from)
             .or_fail(&mut out, generation, rollout::REASON_ROLLING_UPDATE_FAILED)?;
+        if let Some(record) = &rolled.record {
+            out.take(self.record.reconcile(dgd, record).await)
+                .map_err(|e| Error::Rollout(rollout::Error::Record(e)))
+                .or_fail(&mut out, generation, rollout::REASON_ROLLING_UPDATE_FAILED)?;
+        }
+        out.status.rolling_update = rolled.status;
+        let plan = rolled.workers;
 
-        let checkpoints = self
-            .shared
-            .reconcile(dgd, &mut out)
-            .await
-            .map_err(|failed| failed.map_err(Error::Shared))?;
+        let checkpoints = match out.take(self.shared.reconcile(dgd).await) {
+            Ok(resolved) => {
+                out.status.checkpoints = resolved.statuses;
+                resolved.infos
+            }
+            Err(stopped) => {
+                return Err(stopped.fail(out, generation).map_err(Error::Shared).into());
+            }
+        };
 
         if !self.served.serves(&optional::leader_worker_set())
             && let Some(multinode) = dgd.spec.components.iter().find(|c| c.is_multinode())
@@ -147,12 +177,15 @@ impl ComponentProgram {
             out.event(superseded.event());
         }
 
-        let report = self
+        let step = self
             .workloads
-            .reconcile(dgd, &plan, restart.stamps.as_ref(), &checkpoints, &mut out)
-            .await
-            .map_err(Error::from)
-            .or_fail(&mut out, generation, workloads::REASON_WORKLOADS_FAILED)?;
+            .reconcile(dgd, &plan, restart.stamps.as_ref(), &checkpoints)
+            .await;
+        let report = out.take(step).map_err(Error::from).or_fail(
+            &mut out,
+            generation,
+            workloads::REASON_WORKLOADS_FAILED,
+        )?;
         out.status.components = report.components;
 
         let waiting = ready::waiting_for_checkpoints(&checkpoints);
@@ -168,9 +201,7 @@ impl ComponentProgram {
             // As upstream: adapters wait until the checkpointed components can start.
             return Ok(out);
         }
-        self.scaling_adapters
-            .reconcile(dgd, &mut out)
-            .await
+        out.take(self.scaling_adapters.reconcile(dgd).await)
             .map_err(Error::from)
             .or_fail(
                 &mut out,

@@ -538,9 +538,7 @@ impl DcdReconciler {
         let owner = model_service::Owner::of(dcd).map_err(Error::ModelService)?;
         let models = model_service::models([&dcd.spec.component]);
         let desired = model_service::render(&owner, &models, &Default::default());
-        self.model_services
-            .ensure(&owner, &desired, &mut out.events)
-            .await
+        out.take(self.model_services.ensure(&owner, &desired).await)
             .map_err(Error::ModelService)
     }
 }

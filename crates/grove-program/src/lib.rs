@@ -1,12 +1,15 @@
 //! The grove workload program: one Grove PodCliqueSet per graph.
 //!
 //! [`GroveProgram`] is a struct of its concrete reconcilers, run once per reconcile in this
-//! order (the program owns order and timing; no step writes status):
+//! order (the program owns order and timing; no step writes status). Each step returns a
+//! [`kit::Step`]: its own result (the status fields it owns, or what a later step needs) and
+//! its events; the program folds them in with [`kit::Outcome::take`]. Each step writes only
+//! its own kinds ([`kit::Scoped`]).
 //!
 //! | # | step | does | failure reason |
 //! | --- | --- | --- | --- |
 //! | 0 | preflight ([`grove_render::preflight`]) | a graph that cannot be rendered stops here, nothing written, no retry until it changes | `failed_to_reconcile_the_resources` |
-//! | 1 | rollout ([`rollout::UnsupportedRollout`]) | worker hash record; refuses managed rolling updates (Warning `RollingUpdateNotSupported` after the record write) | `rolling_update_failed` |
+//! | 1 | rollout ([`rollout::resolve`], then the program's [`reconcilers::rollout::WorkerHashRecord`], the only write on the graph) | worker hash record; refuses managed rolling updates (Warning `RollingUpdateNotSupported` after the record write) | `rolling_update_failed` |
 //! | 2 | shared resources ([`reconcilers::shared`]) | RBAC, PVCs, discovery, GMS claims, checkpoints, EPP, wait-for-leader, SSH keys | the shared step's reason |
 //! | 3 | restart ([`restart::GroveRestart`]) | next `status.restart` from Grove's progress | `failed_to_resolve_restart_progress` |
 //! | 4 | workload ([`workload::PodCliqueSetWorkload`]) | resolve → render → apply the PodCliqueSet → scale Grove children → readiness, `status.components` | `failed_to_reconcile_the_resources` |
@@ -39,18 +42,22 @@ mod testutil;
 
 use std::sync::Arc;
 
-use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
+use api::{
+    DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentStatus,
+};
 use grove_render::names::pcs_name;
-use kit::{Event, Failed, OrFail, Outcome, Reader, Reconciled, Writer};
+use k8s_openapi::api::core::v1::Service;
+use kit::{Failed, OrFail, Outcome, Reader, Reconciled, Scoped, Writer};
 use kube::ResourceExt;
-use reconcilers::model_service::{self, ModelServices};
+use reconcilers::model_service::ModelServices;
+use reconcilers::rollout::WorkerHashRecord;
 use reconcilers::scaling_adapters::{self, ScalingAdapters};
 use reconcilers::shared::{SharedConfig, SharedResources};
 
 pub use grove_render;
 
 use crate::restart::GroveRestart;
-use crate::rollout::UnsupportedRollout;
 use crate::topology::TopologyCondition;
 use crate::workload::PodCliqueSetWorkload;
 
@@ -97,7 +104,7 @@ pub struct GroveConfig {
 
 /// The grove program.
 pub struct GroveProgram {
-    rollout: UnsupportedRollout,
+    record: WorkerHashRecord,
     shared: SharedResources,
     restart: GroveRestart,
     workload: PodCliqueSetWorkload,
@@ -107,25 +114,39 @@ pub struct GroveProgram {
 }
 
 impl GroveProgram {
-    /// The grove program reading with `reader`, writing children with `writer`.
+    /// The grove program reading with `reader`, writing children with `writer`: each step
+    /// gets it scoped to the kinds it owns ([`Scoped`]); only the program's worker-hash record
+    /// writes the graph.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: GroveConfig) -> Self {
+        let scoped = || Scoped::new(writer.clone());
         GroveProgram {
-            rollout: UnsupportedRollout::new(writer.clone()),
+            record: WorkerHashRecord::new(writer.clone()),
             shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
             restart: GroveRestart::new(reader.clone()),
             workload: PodCliqueSetWorkload::new(
                 reader.clone(),
-                writer.clone(),
+                scoped()
+                    .allow::<PodCliqueSet>()
+                    .allow::<PodClique>()
+                    .allow::<PodCliqueScalingGroup>()
+                    .allow::<Service>()
+                    .build(),
                 config.render,
                 config.discover_pull_secrets,
             ),
-            model_services: ModelServices::new(reader.clone(), writer.clone()),
-            scaling_adapters: ScalingAdapters::new(reader.clone(), writer),
+            model_services: ModelServices::new(reader.clone(), scoped().allow::<Service>().build()),
+            scaling_adapters: ScalingAdapters::new(
+                reader.clone(),
+                scoped()
+                    .allow::<DynamoGraphDeploymentScalingAdapter>()
+                    .build(),
+            ),
             topology: TopologyCondition::new(reader),
         }
     }
 
     /// Run every step once for `dgd` and return the complete desired status and queued events.
+    /// Each step returns its own result and events; only this program composes the status.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
@@ -133,29 +154,27 @@ impl GroveProgram {
         let pcs = pcs_name(&dgd.name_any(), &dgd.spec);
         match self.steps(dgd, &pcs).await {
             Ok(mut out) => {
-                self.topology.reconcile(dgd, &pcs, &mut out).await;
+                self.topology(dgd, &pcs, &mut out).await;
                 Ok(out)
             }
             Err(mut failed) => {
-                self.topology
-                    .reconcile(dgd, &pcs, &mut failed.outcome)
-                    .await;
+                self.topology(dgd, &pcs, &mut failed.outcome).await;
                 Err(failed)
             }
         }
     }
 
-    /// The graph's share of the model Services of its components' `modelRef`s, with its
-    /// `spec.annotations`.
-    async fn ensure_model_services(
+    /// The topology condition, set in `out` when the step has one.
+    async fn topology(
         &self,
         dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<(), reconcilers::Error> {
-        let owner = model_service::Owner::of(dgd)?;
-        let models = model_service::models(&dgd.spec.components);
-        let desired = model_service::render(&owner, &models, &dgd.spec.annotations);
-        self.model_services.ensure(&owner, &desired, events).await
+        pcs: &str,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) {
+        let Ok(condition) = out.take(self.topology.reconcile(dgd, pcs).await);
+        if let Some(condition) = condition {
+            kit::conditions::set(&mut out.status.conditions, condition);
+        }
     }
 
     async fn steps(
@@ -179,18 +198,20 @@ impl GroveProgram {
                 .into());
         }
 
-        let workers = self
-            .rollout
-            .reconcile(dgd, &mut out)
-            .await
-            .map_err(Error::from)
+        let (workers, record) = rollout::resolve(dgd);
+        out.take(self.record.reconcile(dgd, &record).await)
+            .map_err(|e| Error::Rollout(rollout::Error::Record(e)))
             .or_fail(&mut out, generation, REASON_ROLLING_UPDATE_FAILED)?;
 
-        let checkpoints = self
-            .shared
-            .reconcile(dgd, &mut out)
-            .await
-            .map_err(|failed| failed.map_err(Error::Shared))?;
+        let checkpoints = match out.take(self.shared.reconcile(dgd).await) {
+            Ok(resolved) => {
+                out.status.checkpoints = resolved.statuses;
+                resolved.infos
+            }
+            Err(stopped) => {
+                return Err(stopped.fail(out, generation).map_err(Error::Shared).into());
+            }
+        };
 
         let restart = self
             .restart
@@ -200,17 +221,11 @@ impl GroveProgram {
             .or_fail(&mut out, generation, REASON_RESTART_FAILED)?;
         out.status.restart = restart.status.clone();
 
-        let report = match self
+        let step = self
             .workload
-            .reconcile(
-                dgd,
-                &workers,
-                restart.stamps.as_ref(),
-                &checkpoints,
-                &mut out,
-            )
-            .await
-        {
+            .reconcile(dgd, &workers, restart.stamps.as_ref(), &checkpoints)
+            .await;
+        let report = match out.take(step) {
             Ok(report) => report,
             Err(error) => {
                 let awaits = error.awaits_change();
@@ -224,7 +239,7 @@ impl GroveProgram {
         };
         out.status.components = report.readiness.components.clone();
 
-        if let Err(error) = self.ensure_model_services(dgd, &mut out.events).await {
+        if let Err(error) = out.take(self.model_services.reconcile(dgd).await) {
             let awaits = error.awaits_change();
             let error = Error::ModelServices(error);
             return Err(fail_resources(out, generation, error, awaits));
@@ -239,9 +254,7 @@ impl GroveProgram {
             // As upstream: adapters wait until the checkpointed components can start.
             return Ok(out);
         }
-        self.scaling_adapters
-            .reconcile(dgd, &mut out)
-            .await
+        out.take(self.scaling_adapters.reconcile(dgd).await)
             .map_err(Error::from)
             .or_fail(
                 &mut out,

@@ -15,14 +15,16 @@
 //! with that reason, `Topology constraints no longer enforced: <message>`, is queued for the
 //! root to emit after the status is persisted.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
+use api::DynamoGraphDeployment;
 use api::grove::{
     CONDITION_TOPOLOGY_LEVELS_UNAVAILABLE, PodCliqueSet, REASON_CLUSTER_TOPOLOGY_NOT_FOUND,
 };
-use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::conditions::{self, Status};
-use kit::{Outcome, Reader, ReaderExt};
+use kit::{Event, Reader, ReaderExt};
 use kube::ResourceExt;
 
 /// Our condition type.
@@ -53,16 +55,16 @@ impl TopologyCondition {
         TopologyCondition { reader }
     }
 
-    /// Set `TopologyLevelsAvailable` in `out.status` from the PodCliqueSet `pcs_name` of `dgd`,
-    /// queueing the Warning on a transition to `False`.
+    /// `TopologyLevelsAvailable` from the PodCliqueSet `pcs_name` of `dgd` (`None`: leave the
+    /// condition as it is), with the Warning on a transition to `False` from the graph's
+    /// current condition. Never fails: an unreadable PodCliqueSet leaves the condition.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         pcs_name: &str,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) {
+    ) -> kit::Step<Option<Condition>, Infallible> {
         if !dgd.spec.has_topology_constraint() && !grove_render::has_topology_overrides(dgd) {
-            return;
+            return kit::Step::ok(None);
         }
         let pcs = match self
             .reader
@@ -70,41 +72,42 @@ impl TopologyCondition {
             .await
         {
             Ok(Some(pcs)) => pcs,
-            Ok(None) => return,
+            Ok(None) => return kit::Step::ok(None),
             Err(error) => {
                 tracing::debug!(dgd = %kit::object::key_of(dgd), %error, "topology condition: PodCliqueSet unreadable; condition unchanged");
-                return;
+                return kit::Step::ok(None);
             }
         };
         let generation = dgd.metadata.generation.unwrap_or_default();
         let condition = condition(&pcs, generation);
-        let previous =
-            conditions::find(&out.status.conditions, CONDITION_TOPOLOGY_LEVELS_AVAILABLE);
+        let current = dgd.status.as_ref().map(|s| s.conditions.as_slice());
+        let previous = conditions::find(
+            current.unwrap_or_default(),
+            CONDITION_TOPOLOGY_LEVELS_AVAILABLE,
+        );
         let became_false = condition.status == Status::False.as_str()
             && previous.is_none_or(|p| {
                 p.status != condition.status
                     || p.reason != condition.reason
                     || p.message != condition.message
             });
+        let mut events = Vec::new();
         if became_false {
             tracing::info!(dgd = %kit::object::key_of(dgd), reason = %condition.reason, message = %condition.message, "topology constraints no longer enforced");
-            out.warning(
+            events.push(Event::warning(
                 &condition.reason,
                 format!(
                     "Topology constraints no longer enforced: {}",
                     condition.message
                 ),
-            );
+            ));
         }
-        conditions::set(&mut out.status.conditions, condition);
+        kit::Step::new(Ok(Some(condition)), events)
     }
 }
 
 /// Our condition for `pcs` at graph `generation` (the table in the module docs).
-pub fn condition(
-    pcs: &PodCliqueSet,
-    generation: i64,
-) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+pub fn condition(pcs: &PodCliqueSet, generation: i64) -> Condition {
     let grove = pcs
         .status
         .as_ref()

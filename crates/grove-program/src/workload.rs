@@ -29,14 +29,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::DynamoGraphDeployment;
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use api::labels;
-use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use grove_render::names::{ComponentChild, component_child, pcs_name};
 use grove_render::{Inputs, RenderError, RestartStamps, Settings, Workers};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
 use reconcilers::checkpoints::CheckpointInfos;
 use serde::Serialize;
@@ -219,16 +219,35 @@ impl PodCliqueSetWorkload {
         }
     }
 
-    /// Converge the PodCliqueSet of `dgd` and observe its readiness; mutation events go to
-    /// `out`.
+    /// Converge the PodCliqueSet of `dgd` and observe its readiness. Returns the readiness, the
+    /// mutation events (also those of the writes made before a failure), and a requeue while
+    /// Grove has not created a child that is to be scaled.
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         workers: &Workers,
         restart: Option<&RestartStamps>,
         checkpoints: &CheckpointInfos,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<Report, Error> {
+    ) -> kit::Step<Report, Error> {
+        let mut events = Vec::new();
+        let result = self
+            .converge(dgd, workers, restart, checkpoints, &mut events)
+            .await;
+        let waiting = matches!(result, Ok((_, true)));
+        kit::Step::new(result.map(|(report, _)| report), events)
+            .requeue(waiting.then_some(WAIT_FOR_CHILDREN))
+    }
+
+    /// As [`PodCliqueSetWorkload::reconcile`]; also says whether a child to be scaled is still
+    /// missing.
+    async fn converge(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        workers: &Workers,
+        restart: Option<&RestartStamps>,
+        checkpoints: &CheckpointInfos,
+        events: &mut Vec<Event>,
+    ) -> Result<(Report, bool), Error> {
         let name = pcs_name(&dgd.name_any(), &dgd.spec);
         let resolved = self.resolver.resolve(dgd, &name, checkpoints).await?;
         let mut desired = grove_render::render(&Inputs {
@@ -243,8 +262,10 @@ impl PodCliqueSetWorkload {
             settings: &self.settings,
         })?;
         stamp(&mut desired);
-        let (pcs, written) = self.ensure(dgd, &desired, resolved.existing, out).await?;
-        self.services(dgd, &desired, out).await?;
+        let (pcs, written) = self
+            .ensure(dgd, &desired, resolved.existing, events)
+            .await?;
+        self.services(dgd, &desired, events).await?;
 
         let targets: Vec<Target<'_>> = dgd
             .spec
@@ -263,15 +284,17 @@ impl PodCliqueSetWorkload {
                 children.insert(target.child.name.clone(), child);
             }
         }
+        let mut missing = false;
         if !written {
-            self.scale(
-                dgd,
-                &targets,
-                &mut children,
-                &resolved.waiting_for_checkpoint,
-                out,
-            )
-            .await?;
+            missing = self
+                .scale(
+                    dgd,
+                    &targets,
+                    &mut children,
+                    &resolved.waiting_for_checkpoint,
+                    events,
+                )
+                .await?;
         }
         let evaluated: BTreeMap<String, ComponentReadiness> = targets
             .iter()
@@ -283,10 +306,11 @@ impl PodCliqueSetWorkload {
                 ))
             })
             .collect();
-        Ok(Report {
+        let report = Report {
             readiness: readiness::evaluate(dgd, Some(&pcs), &evaluated),
             pcs_name: name,
-        })
+        };
+        Ok((report, missing))
     }
 
     /// Apply `desired` unless `observed` already holds it; returns the object as it now is and
@@ -296,7 +320,7 @@ impl PodCliqueSetWorkload {
         dgd: &DynamoGraphDeployment,
         desired: &PodCliqueSet,
         observed: Option<PodCliqueSet>,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(PodCliqueSet, bool), Error> {
         let name = desired.name_any();
         if let Some(observed) = &observed {
@@ -322,10 +346,16 @@ impl PodCliqueSetWorkload {
         if applied.changed {
             if observed.is_some() {
                 tracing::info!(pcs = %key, "updated PodCliqueSet");
-                out.normal(EVENT_PCS_UPDATED, format!("Updated PodCliqueSet {key}"));
+                events.push(Event::normal(
+                    EVENT_PCS_UPDATED,
+                    format!("Updated PodCliqueSet {key}"),
+                ));
             } else {
                 tracing::info!(pcs = %key, "created PodCliqueSet");
-                out.normal(EVENT_PCS_CREATED, format!("Created PodCliqueSet {key}"));
+                events.push(Event::normal(
+                    EVENT_PCS_CREATED,
+                    format!("Created PodCliqueSet {key}"),
+                ));
             }
         }
         Ok((applied.object, applied.changed))
@@ -338,7 +368,7 @@ impl PodCliqueSetWorkload {
         &self,
         dgd: &DynamoGraphDeployment,
         pcs: &PodCliqueSet,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let ns = dgd.namespace();
         let selector = Selector::from_iter([(
@@ -373,7 +403,7 @@ impl PodCliqueSetWorkload {
                         source,
                     })?,
             };
-            self.ensure_service(dgd, service, observed, out).await?;
+            self.ensure_service(dgd, service, observed, events).await?;
         }
         for (name, service) in &live {
             let component_service = service.labels().contains_key(labels::DYNAMO_COMPONENT);
@@ -384,7 +414,7 @@ impl PodCliqueSetWorkload {
             {
                 continue;
             }
-            self.delete_service(dgd, service, out).await?;
+            self.delete_service(dgd, service, events).await?;
         }
         Ok(())
     }
@@ -396,7 +426,7 @@ impl PodCliqueSetWorkload {
         dgd: &DynamoGraphDeployment,
         service: &Service,
         observed: Option<Service>,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let name = service.name_any();
         if let Some(observed) = &observed {
@@ -426,7 +456,7 @@ impl PodCliqueSetWorkload {
                 (EVENT_SERVICE_CREATED, "Created")
             };
             tracing::info!(service = %key, "{verb} Service");
-            out.normal(reason, format!("{verb} Service {key}"));
+            events.push(Event::normal(reason, format!("{verb} Service {key}")));
         }
         Ok(())
     }
@@ -437,7 +467,7 @@ impl PodCliqueSetWorkload {
         &self,
         dgd: &DynamoGraphDeployment,
         service: &Service,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let ns = dgd.namespace();
         let name = service.name_any();
@@ -454,7 +484,10 @@ impl PodCliqueSetWorkload {
             Ok(_) => {
                 let key = kit::object::key(ns.as_deref(), &name);
                 tracing::info!(service = %key, "deleted Service no longer wanted");
-                out.normal(EVENT_SERVICE_DELETED, format!("Deleted Service {key}"));
+                events.push(Event::normal(
+                    EVENT_SERVICE_DELETED,
+                    format!("Deleted Service {key}"),
+                ));
             }
             // Replaced by another object of that name since it was read: not ours.
             Err(e) if e.is_conflict() => {}
@@ -502,8 +535,8 @@ impl PodCliqueSetWorkload {
         targets: &[Target<'_>],
         children: &mut BTreeMap<String, Child>,
         waiting: &std::collections::BTreeSet<String>,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<(), Error> {
+        events: &mut Vec<Event>,
+    ) -> Result<bool, Error> {
         let ns = dgd.namespace();
         let mut missing = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
@@ -559,10 +592,10 @@ impl PodCliqueSetWorkload {
                     }
                     let key = kit::object::key(ns.as_deref(), name);
                     tracing::info!(child = %key, kind, from = current, to = desired, "scaled Grove child");
-                    out.normal(
+                    events.push(Event::normal(
                         EVENT_SCALED,
                         format!("Scaled {kind} {key} from {current} to {desired} replicas"),
-                    );
+                    ));
                 }
                 Ok(_) => {}
                 // Deleted since it was read: Grove recreates it; wait for it.
@@ -579,9 +612,8 @@ impl PodCliqueSetWorkload {
         }
         if !missing.is_empty() {
             tracing::debug!(dgd = %kit::object::key_of(dgd), ?missing, "waiting for Grove to create children before scaling them");
-            out.requeue_after(WAIT_FOR_CHILDREN);
         }
-        Ok(())
+        Ok(!missing.is_empty())
     }
 }
 

@@ -131,6 +131,7 @@ pub mod outcome;
 #[cfg(feature = "pki")]
 pub mod pki;
 pub mod run;
+pub mod scoped;
 pub mod served;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -143,4 +144,7 @@ pub use capability::{
 pub use error::{Error, Result};
 pub use kube::api::{Preconditions, PropagationPolicy};
 pub use kube::core::Selector;
-pub use outcome::{Event, EventType, Failed, OrFail, Outcome, ReconcileStatus, Reconciled, Retry};
+pub use outcome::{
+    Event, EventType, Failed, OrFail, Outcome, ReconcileStatus, Reconciled, Retry, Step,
+};
+pub use scoped::Scoped;

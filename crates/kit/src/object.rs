@@ -256,3 +256,72 @@ mod tests {
         assert!(decode::<i32>("\"x\"").is_err());
     }
 }
+
+#[doc(hidden)]
+pub mod __private {
+    pub use k8s_openapi;
+    pub use kube;
+    pub use serde;
+    pub use serde_json;
+}
+
+/// Declares a namespaced third-party kind typed only as far as a watch cache needs: `metadata`,
+/// and `spec` and `status` kept whole as JSON (absent ones stay absent on the way back), with
+/// its `kube::Resource` identity.
+///
+/// ```
+/// kit::json_kind! {
+///     /// A `example.com/v1` Widget.
+///     pub struct Widget = "example.com", "v1", "Widget", "widgets";
+/// }
+/// assert_eq!(kit::object::resource::<Widget>().plural, "widgets");
+/// ```
+#[macro_export]
+macro_rules! json_kind {
+    ($(#[$doc:meta])* pub struct $name:ident = $group:expr, $version:expr, $kind:expr, $plural:expr;) => {
+        $(#[$doc])*
+        #[derive(
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            $crate::object::__private::serde::Serialize,
+            $crate::object::__private::serde::Deserialize,
+        )]
+        #[serde(crate = "kit::object::__private::serde")]
+        pub struct $name {
+            /// Its metadata.
+            pub metadata: $crate::object::__private::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+            /// `spec`, as stored.
+            #[serde(default, skip_serializing_if = "kit::object::__private::serde_json::Value::is_null")]
+            pub spec: $crate::object::__private::serde_json::Value,
+            /// `status`, as its controller reports it.
+            #[serde(default, skip_serializing_if = "kit::object::__private::serde_json::Value::is_null")]
+            pub status: $crate::object::__private::serde_json::Value,
+        }
+
+        impl $crate::object::__private::kube::Resource for $name {
+            type DynamicType = ();
+            type Scope = $crate::object::__private::k8s_openapi::NamespaceResourceScope;
+
+            fn kind(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $kind.into()
+            }
+            fn group(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $group.into()
+            }
+            fn version(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $version.into()
+            }
+            fn plural(_: &()) -> ::std::borrow::Cow<'_, str> {
+                $plural.into()
+            }
+            fn meta(&self) -> &$crate::object::__private::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut $crate::object::__private::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}

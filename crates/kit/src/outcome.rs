@@ -134,14 +134,82 @@ impl<S> Outcome<S> {
         self.requeue = Some(self.requeue.map_or(after, |r| r.min(after)));
     }
 
-    /// Take a nested reconciler's events and requeue request into this outcome; returns its
-    /// status for the caller to fold into its own.
-    pub fn absorb<T>(&mut self, nested: Outcome<T>) -> T {
-        self.events.extend(nested.events);
-        if let Some(after) = nested.requeue {
+    /// Take a nested reconciler's [`Step`]: queue its events (also those of a failed step,
+    /// whose writes before the failure did happen), keep the earlier requeue request, and return
+    /// its result for the caller to fold into its own status.
+    pub fn take<T, E>(&mut self, step: Step<T, E>) -> Result<T, E> {
+        self.events.extend(step.events);
+        if let Some(after) = step.requeue {
             self.requeue_after(after);
         }
-        nested.status
+        step.result
+    }
+}
+
+/// What a nested reconciler returns to its program: its own result (the status fragment it owns,
+/// or what a later step needs), the events of the writes it made (also when it failed after some
+/// of them succeeded), and when it wants to look again. It never sees the whole status; the
+/// program folds the result in with [`Outcome::take`].
+#[must_use]
+#[derive(Debug)]
+pub struct Step<T, E> {
+    /// The step's result.
+    pub result: Result<T, E>,
+    /// Events of what the step did, published after the program's status write.
+    pub events: Vec<Event>,
+    /// Reconcile again after this long at the latest; `None`: no request.
+    pub requeue: Option<Duration>,
+}
+
+impl<T, E> Step<T, E> {
+    /// A step that ended with `result` after queuing `events`.
+    pub fn new(result: Result<T, E>, events: Vec<Event>) -> Self {
+        Step {
+            result,
+            events,
+            requeue: None,
+        }
+    }
+
+    /// A step that succeeded with `value` and queued nothing.
+    pub fn ok(value: T) -> Self {
+        Self::new(Ok(value), Vec::new())
+    }
+
+    /// Ask to reconcile again after `after` at the latest (`None`: no request).
+    pub fn requeue(mut self, after: Option<Duration>) -> Self {
+        self.requeue = after;
+        self
+    }
+
+    /// Convert the error, keeping the events and the requeue request.
+    pub fn map_err<F>(self, f: impl FnOnce(E) -> F) -> Step<T, F> {
+        Step {
+            result: self.result.map_err(f),
+            events: self.events,
+            requeue: self.requeue,
+        }
+    }
+
+    /// Move the events into the caller's queue and return the result: for a composite step
+    /// (such as the shared resources) collecting its sub-steps, which never ask for a requeue
+    /// (debug builds check it).
+    pub fn events_into(self, events: &mut Vec<Event>) -> Result<T, E> {
+        debug_assert!(
+            self.requeue.is_none(),
+            "events_into drops a requeue request"
+        );
+        events.extend(self.events);
+        self.result
+    }
+
+    /// Convert the value, keeping the events and the requeue request.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Step<U, E> {
+        Step {
+            result: self.result.map(f),
+            events: self.events,
+            requeue: self.requeue,
+        }
     }
 }
 
@@ -307,16 +375,30 @@ mod tests {
     }
 
     #[test]
-    fn requeue_takes_the_earliest_and_absorb_merges() {
+    fn requeue_takes_the_earliest_and_take_merges() {
         let mut out = Outcome::new(());
         out.requeue_after(Duration::from_secs(30));
-        let mut nested = Outcome::new(5u8);
-        nested.requeue_after(Duration::from_secs(10));
-        nested.eventf(EventType::Normal, "Scaled", format_args!("to {}", 3));
-        assert_eq!(out.absorb(nested), 5);
+        out.eventf(EventType::Normal, "Scaled", format_args!("to {}", 3));
+        let nested: Step<u8, String> =
+            Step::new(Ok(5), vec![Event::normal("Created", "created a")])
+                .requeue(Some(Duration::from_secs(10)));
+        assert_eq!(out.take(nested), Ok(5));
         assert_eq!(out.requeue, Some(Duration::from_secs(10)));
         assert_eq!(out.events[0].note.as_deref(), Some("to 3"));
+        assert_eq!(out.events[1].reason, "Created");
         out.requeue_after(Duration::from_secs(60));
         assert_eq!(out.requeue, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_failed_step_still_hands_over_its_events() {
+        let mut out = Outcome::new(St::default());
+        let failed: Step<(), &str> =
+            Step::new(Err("boom"), vec![Event::normal("RoleCreated", "created")]);
+        assert_eq!(out.take(failed.map(|()| 1u8).map_err(|e| e.len())), Err(4));
+        assert_eq!(out.events.len(), 1);
+        assert_eq!(out.requeue, None);
+        assert_eq!(out.take(Step::<u8, ()>::ok(2)), Ok(2));
+        assert_eq!(out.events.len(), 1);
     }
 }

@@ -776,14 +776,14 @@ mod tests {
                 let mut out = String::new();
                 let mut chars = raw.chars();
                 while let Some(c) = chars.next() {
-                    match (c, c == '~') {
-                        (_, false) => out.push(c),
-                        (_, true) => match chars.next() {
-                            Some('0') => out.push('~'),
-                            Some('1') => out.push('/'),
+                    out.push(match c {
+                        '~' => match chars.next() {
+                            Some('0') => '~',
+                            Some('1') => '/',
                             _ => return Err(format!("bad escape in {raw:?}")),
                         },
-                    }
+                        other => other,
+                    });
                 }
                 Ok(out)
             })

@@ -206,7 +206,14 @@ impl CheckpointReconciler {
     }
 
     /// Resolve every checkpoint-enabled component of `dgd`.
-    pub async fn reconcile(
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<Resolved, Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(
         &self,
         dgd: &DynamoGraphDeployment,
         events: &mut Vec<Event>,
@@ -845,7 +852,7 @@ mod tests {
         );
         let r = reconciler(&d);
         let mut events = Vec::new();
-        let resolved = r.reconcile(&g, &mut events).await.unwrap();
+        let resolved = r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["DynamoCheckpointCreated"]);
         let info = &resolved.infos["Decode"];
         let name = info.checkpoint_name.clone().unwrap();
@@ -888,7 +895,7 @@ mod tests {
 
         d.clear_writes();
         let mut events = Vec::new();
-        let again = r.reconcile(&g, &mut events).await.unwrap();
+        let again = r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty());
         assert!(events.is_empty());
         assert_eq!(again, resolved);
@@ -901,7 +908,7 @@ mod tests {
             ..Default::default()
         });
         d.insert(ready);
-        let mut resolved = r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        let mut resolved = r.reconcile(&g).await.result.unwrap();
         assert!(resolved.infos["Decode"].restores_now());
         assert_eq!(
             resolved.infos["Decode"].restore, None,
@@ -986,7 +993,7 @@ mod tests {
                 component("D", ComponentType::Frontend),
             ],
         );
-        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        let resolved = reconciler(&d).reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty(), "lookups never create");
         assert_eq!(resolved.infos.len(), 3);
         assert!(resolved.infos["A"].ready);
@@ -1026,7 +1033,7 @@ mod tests {
                 with_checkpoint(component("M", ComponentType::Worker), enabled()),
             ],
         );
-        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        let resolved = reconciler(&d).reconcile(&g).await.result.unwrap();
         for (name, want) in [("W", "engine"), ("M", MAIN_CONTAINER_NAME)] {
             let info = &resolved.infos[name];
             assert_eq!(info.target_container, want, "{name}");
@@ -1050,10 +1057,7 @@ mod tests {
                 by_ref,
             )],
         );
-        let err = reconciler(&d)
-            .reconcile(&g, &mut Vec::new())
-            .await
-            .unwrap_err();
+        let err = reconciler(&d).reconcile(&g).await.result.unwrap_err();
         assert!(err.to_string().contains("\"nope\" not found"), "{err}");
 
         let mut no_backend = dgd(
@@ -1066,8 +1070,9 @@ mod tests {
         no_backend.spec.backend_framework = None;
         let no_backend = d.insert(no_backend);
         let err = reconciler(&d)
-            .reconcile(&no_backend, &mut Vec::new())
+            .reconcile(&no_backend)
             .await
+            .result
             .unwrap_err();
         assert!(err.awaits_change(), "{err}");
 
@@ -1087,7 +1092,7 @@ mod tests {
             )],
         );
         assert!(matches!(
-            disabled.reconcile(&g, &mut Vec::new()).await.unwrap_err(),
+            disabled.reconcile(&g).await.result.unwrap_err(),
             Error::Config(_)
         ));
 
@@ -1096,10 +1101,7 @@ mod tests {
             "DynamoCheckpoint",
             kit::Error::Forbidden("no".into()),
         );
-        let err = reconciler(&d)
-            .reconcile(&g, &mut Vec::new())
-            .await
-            .unwrap_err();
+        let err = reconciler(&d).reconcile(&g).await.result.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("create DynamoCheckpoint ns/checkpoint-"),
@@ -1116,7 +1118,7 @@ mod tests {
             &d,
             vec![with_checkpoint(component("A", ComponentType::Worker), cfg)],
         );
-        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        let resolved = reconciler(&d).reconcile(&g).await.result.unwrap();
         let name = resolved.infos["A"].checkpoint_name.clone().unwrap();
         let ckpt: DynamoCheckpoint = d.object(Some("ns"), &name).unwrap();
         assert!(ckpt.metadata.owner_references.is_none());
@@ -1441,7 +1443,7 @@ mod tests {
             ..Default::default()
         });
         let g = graph(&d, vec![with_checkpoint(c, cfg)]);
-        let resolved = reconciler(&d).reconcile(&g, &mut Vec::new()).await.unwrap();
+        let resolved = reconciler(&d).reconcile(&g).await.result.unwrap();
         let name = resolved.infos["Decode"].checkpoint_name.clone().unwrap();
         let ckpt: DynamoCheckpoint = d.object(Some("ns"), &name).unwrap();
         let template = &ckpt.spec.job.as_ref().unwrap().pod_template_spec;
@@ -1505,10 +1507,7 @@ mod tests {
                 missing,
             )],
         );
-        let err = reconciler(&d)
-            .reconcile(&g, &mut Vec::new())
-            .await
-            .unwrap_err();
+        let err = reconciler(&d).reconcile(&g).await.result.unwrap_err();
         assert!(err.awaits_change(), "{err}");
         assert!(err.to_string().contains("\"nope\" not found"), "{err}");
     }

@@ -24,7 +24,7 @@ use kit::{Event, Reader, Writer};
 use kube::ResourceExt;
 
 use crate::child::{self, MANAGED_BY, Ownership};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::naming;
 
 /// Where Dynamo components discover each other.
@@ -80,11 +80,14 @@ impl DiscoveryReconciler {
     }
 
     /// Ensure the three objects when Kubernetes discovery is on.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         if !kubernetes_discovery_enabled(self.default_backend, dgd) {
             return Ok(());
         }
@@ -187,7 +190,7 @@ mod tests {
         let g = graph(&d, None);
         let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(
             reasons(&events),
             ["ServiceAccountCreated", "RoleCreated", "RoleBindingCreated"]
@@ -199,7 +202,7 @@ mod tests {
         assert!(child::is_controlled_by(&rb.metadata, &g));
         d.clear_writes();
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
         assert!(events.is_empty());
     }
@@ -209,14 +212,14 @@ mod tests {
         let d = Double::new();
         let g = graph(&d, None);
         let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         let mut role: Role = d
             .object(Some("ns"), "g-k8s-service-discovery-role")
             .unwrap();
         role.rules = Some(vec![]);
         d.insert(role);
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["RoleUpdated"]);
         let role: Role = d
             .object(Some("ns"), "g-k8s-service-discovery-role")
@@ -229,14 +232,16 @@ mod tests {
         let d = Double::new();
         let off = graph(&d, Some("etcd"));
         DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes)
-            .reconcile(&off, &mut Vec::new())
+            .reconcile(&off)
             .await
+            .result
             .unwrap();
         assert!(d.writes().is_empty());
         let on = graph(&d, Some("kubernetes"));
         DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Etcd)
-            .reconcile(&on, &mut Vec::new())
+            .reconcile(&on)
             .await
+            .result
             .unwrap();
         assert_eq!(d.writes().len(), 3);
     }
@@ -254,7 +259,7 @@ mod tests {
             ..Default::default()
         });
         let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(err.is_ownership_conflict(), "{err}");
         assert!(d.writes().is_empty());
 
@@ -262,7 +267,7 @@ mod tests {
         let g = graph(&d, None);
         d.fail_next(Verb::Apply, "Role", kit::Error::Forbidden("rbac".into()));
         let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(matches!(err, Error::Api { .. }), "{err}");
         assert_eq!(d.writes().len(), 1, "only the ServiceAccount was written");
     }

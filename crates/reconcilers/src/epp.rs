@@ -28,13 +28,10 @@ use api::labels::{
 };
 use api::v1beta1::DynamoComponentDeploymentSharedSpec;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::{Event, Reader, ReaderExt, Selector, Writer};
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
-use kube::{Resource, ResourceExt};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use std::borrow::Cow;
 
 use crate::child::{self, Ownership};
 use crate::error::{Error, Result};
@@ -60,43 +57,10 @@ pub fn inference_pool_resource() -> ApiResource {
     }
 }
 
-/// An `inference.networking.k8s.io/v1` InferencePool, typed only as far as a watch cache needs:
-/// metadata, and `spec` and `status` kept whole as JSON (the pool is rendered as JSON, see
-/// [`render_inference_pool`]).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct InferencePool {
-    /// Its metadata.
-    pub metadata: ObjectMeta,
-    /// `spec`, as stored.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub spec: Value,
-    /// `status`, as the gateway reports it.
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub status: Value,
-}
-
-impl Resource for InferencePool {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(_: &()) -> Cow<'_, str> {
-        "InferencePool".into()
-    }
-    fn group(_: &()) -> Cow<'_, str> {
-        INFERENCE_POOL_GROUP.into()
-    }
-    fn version(_: &()) -> Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> Cow<'_, str> {
-        "inferencepools".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+kit::json_kind! {
+    /// An `inference.networking.k8s.io/v1` InferencePool, typed only as far as a watch cache
+    /// needs (the pool is rendered as JSON, see [`render_inference_pool`]).
+    pub struct InferencePool = INFERENCE_POOL_GROUP, "v1", "InferencePool", "inferencepools";
 }
 
 /// Ensures the EPP ConfigMap and InferencePool.
@@ -111,33 +75,30 @@ impl EppReconciler {
         Self { reader, writer }
     }
 
-    /// Ensure the EPP resources when the graph has an EPP component; delete the graph's EPP
-    /// ConfigMap when nothing needs it (no EPP component, or one without an inline config).
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
-        let config_map = match dgd.spec.epp_component() {
-            Some(epp) => render_config_map(dgd, epp)?,
-            None => None,
+    /// Ensure the EPP resources when the graph has an EPP component; delete what the graph no
+    /// longer needs (the ConfigMap without an inline config, both without an EPP component).
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
+        let Some(epp) = dgd.spec.epp_component() else {
+            self.prune_config_map(dgd, events).await?;
+            return self.prune_pools(dgd, events).await;
         };
         let ns = dgd.namespace();
         let ns = ns.as_deref();
         let owned = Ownership::ControlledBy(dgd);
-        match &config_map {
+        match render_config_map(dgd, epp)? {
             Some(cm) => {
-                let e = child::ensure(&*self.reader, &*self.writer, cm, owned).await?;
+                let e = child::ensure(&*self.reader, &*self.writer, &cm, owned).await?;
                 child::record(events, e, "ConfigMap", ns, &cm.name_any());
             }
-            None => {
-                let name = naming::epp_config_map_name(&dgd.name_any());
-                child::prune::<ConfigMap>(&*self.reader, &*self.writer, dgd, &name, events).await?;
-            }
+            None => self.prune_config_map(dgd, events).await?,
         }
-        let Some(epp) = dgd.spec.epp_component() else {
-            return self.prune_pools(dgd, events).await;
-        };
         let pool = render_inference_pool(dgd, epp)?;
         let e = child::ensure_dynamic(
             &*self.reader,
@@ -151,9 +112,17 @@ impl EppReconciler {
         child::record(events, e, "InferencePool", ns, &pool.name_any());
         Ok(())
     }
-}
 
-impl EppReconciler {
+    /// Delete the graph's legacy EPP ConfigMap, if it controls one.
+    async fn prune_config_map(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        let name = naming::epp_config_map_name(&dgd.name_any());
+        child::prune::<ConfigMap>(&*self.reader, &*self.writer, dgd, &name, events).await
+    }
+
     /// Delete the InferencePools the graph controls (it has no `epp` component any more). Read
     /// from the label-selected watch of the graph's pools; an unserved API has none.
     async fn prune_pools(
@@ -310,7 +279,7 @@ mod tests {
         let g = graph(&d, Some(inline()));
         let r = EppReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(
             reasons(&events),
             ["ConfigMapCreated", "InferencePoolCreated"]
@@ -329,7 +298,7 @@ mod tests {
 
         d.clear_writes();
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
         assert!(events.is_empty());
     }
@@ -339,7 +308,7 @@ mod tests {
         let d = Double::new();
         let g = graph(&d, None);
         let r = EppReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(
             d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none(),
             "native EPP needs no ConfigMap"
@@ -357,7 +326,7 @@ mod tests {
         .unwrap();
         assert!(p.changed);
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["InferencePoolUpdated"]);
         assert_eq!(
             pool(&d).await.unwrap().data["spec"]["targetPorts"][0]["number"],
@@ -380,15 +349,17 @@ mod tests {
             }),
         );
         EppReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap();
         assert_eq!(d.writes().len(), 1, "only the pool");
         let none = d.insert(dgd("plain", vec![component("W", ComponentType::Worker)]));
         d.clear_writes();
         EppReconciler::new(d.reader(), d.writer())
-            .reconcile(&none, &mut Vec::new())
+            .reconcile(&none)
             .await
+            .result
             .unwrap();
         assert!(d.writes().is_empty());
     }
@@ -400,15 +371,15 @@ mod tests {
         let d = Double::new();
         let g = graph(&d, Some(inline()));
         let r = EppReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         let mut native = g.clone();
         native.spec.components[0].epp_config = None;
         let mut events = Vec::new();
-        r.reconcile(&native, &mut events).await.unwrap();
+        r.reconcile(&native).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ConfigMapDeleted"]);
         assert!(d.object::<ConfigMap>(Some("ns"), "g-epp-config").is_none());
         d.clear_writes();
-        r.reconcile(&native, &mut Vec::new()).await.unwrap();
+        r.reconcile(&native).await.result.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
 
         let mut foreign = ConfigMap::default();
@@ -418,7 +389,10 @@ mod tests {
         let mut without = g.clone();
         without.spec.components.remove(0);
         let mut events = Vec::new();
-        r.reconcile(&without, &mut events).await.unwrap();
+        r.reconcile(&without)
+            .await
+            .events_into(&mut events)
+            .unwrap();
         assert_eq!(
             reasons(&events),
             ["InferencePoolDeleted"],
@@ -442,16 +416,19 @@ mod tests {
         let d = Double::new();
         let g = graph(&d, None);
         let r = EppReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(pool(&d).await.is_some());
         let mut without = g.clone();
         without.spec.components.remove(0);
         let mut events = Vec::new();
-        r.reconcile(&without, &mut events).await.unwrap();
+        r.reconcile(&without)
+            .await
+            .events_into(&mut events)
+            .unwrap();
         assert_eq!(reasons(&events), ["InferencePoolDeleted"]);
         assert!(pool(&d).await.is_none());
         d.clear_writes();
-        r.reconcile(&without, &mut Vec::new()).await.unwrap();
+        r.reconcile(&without).await.result.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
 
         let mut foreign = InferencePool::default();
@@ -459,7 +436,7 @@ mod tests {
         foreign.metadata.namespace = Some("ns".into());
         foreign.metadata.labels = Some(naming::graph_labels("g"));
         d.insert(foreign);
-        r.reconcile(&without, &mut Vec::new()).await.unwrap();
+        r.reconcile(&without).await.result.unwrap();
         assert!(pool(&d).await.is_some(), "not the graph's: kept");
 
         d.fail_next(
@@ -467,7 +444,7 @@ mod tests {
             "InferencePool",
             kit::Error::NotFound("the server could not find the requested resource".into()),
         );
-        r.reconcile(&without, &mut Vec::new()).await.unwrap();
+        r.reconcile(&without).await.result.unwrap();
     }
 
     #[tokio::test]
@@ -480,8 +457,9 @@ mod tests {
             kit::Error::NotFound("the server could not find the requested resource".into()),
         );
         let err = EppReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
         assert!(
@@ -497,8 +475,9 @@ mod tests {
         }));
         d.fail_next(Verb::Get, "InferencePool", kit::Error::Kube(page_not_found));
         let err = EppReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
     }

@@ -70,11 +70,14 @@ impl GmsReconciler {
     }
 
     /// Converge the templates of `dgd`.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         let claims = resolve(dgd)?;
         let requested = !claims.is_empty() || needs_dra(dgd);
         let dgd_name = dgd.name_any();
@@ -288,7 +291,7 @@ mod tests {
         ));
         let r = GmsReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ResourceClaimTemplateCreated"]);
         let t = template(&d, "g-decode-gpu").unwrap();
         let request = &t.spec.spec.devices.unwrap().requests.unwrap()[0];
@@ -301,7 +304,7 @@ mod tests {
 
         d.clear_writes();
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
         assert!(events.is_empty());
     }
@@ -312,7 +315,7 @@ mod tests {
         device_class(&d, "custom");
         let g = d.insert(dgd("g", vec![gms_worker("W", "1", Some("custom"))]));
         let r = GmsReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
 
         let mut t = template(&d, "g-w-gpu").unwrap();
         t.spec
@@ -329,14 +332,14 @@ mod tests {
             .count = Some(8);
         d.insert(t);
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ResourceClaimTemplateUpdated"]);
 
         // GMS turned off.
         let mut off = g.clone();
         off.spec.components = vec![component("W", ComponentType::Worker)];
         let mut events = Vec::new();
-        r.reconcile(&off, &mut events).await.unwrap();
+        r.reconcile(&off).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ResourceClaimTemplateDeleted"]);
         assert!(template(&d, "g-w-gpu").is_none());
     }
@@ -351,11 +354,11 @@ mod tests {
             "ResourceClaimTemplate",
             kit::Error::NotFound("the server could not find the requested resource".into()),
         );
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err}");
         assert!(err.to_string().contains("resource.k8s.io/v1"));
 
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(
             err.to_string()
                 .contains("DeviceClass \"gpu.nvidia.com\" not found"),
@@ -369,7 +372,7 @@ mod tests {
             "ResourceClaimTemplate",
             kit::Error::NotFound("gone".into()),
         );
-        r.reconcile(&plain, &mut Vec::new()).await.unwrap();
+        r.reconcile(&plain).await.result.unwrap();
     }
 
     /// Upstream `dra_test.go` `TestGenerateResourceClaimTemplate_*` and `failover_test.go`
@@ -447,7 +450,7 @@ mod tests {
                 kit::Error::NotFound("the server could not find the requested resource".into()),
             );
             let r = GmsReconciler::new(d.reader(), d.writer());
-            match r.reconcile(&g, &mut Vec::new()).await {
+            match r.reconcile(&g).await.result {
                 Ok(()) => assert!(!refused),
                 Err(e) => {
                     assert!(refused, "{e}");
@@ -485,7 +488,7 @@ mod tests {
             spec: Default::default(),
         });
         let r = GmsReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(template(&d, "checkpoint-gms-abc").is_some());
         assert!(d.writes().is_empty(), "{:?}", d.writes());
     }

@@ -47,11 +47,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use api::DynamoComponentDeploymentSharedSpec;
 use api::labels::{
     DYNAMO_BASE_MODEL, DYNAMO_BASE_MODEL_HASH, LAST_APPLIED_HASH, MANAGED_BY,
     MANAGED_BY_DYNAMO_OPERATOR, base_model_hash, model_service_name,
 };
+use api::{DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -209,10 +209,30 @@ impl ModelServices {
         ModelServices { reader, writer }
     }
 
+    /// The graph's share of the model Services of its components' `modelRef`s, with its
+    /// `spec.annotations` ([`render`], then [`ModelServices::ensure`]).
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        match Owner::of(dgd) {
+            Ok(owner) => {
+                let models = models(&dgd.spec.components);
+                let desired = render(&owner, &models, &dgd.spec.annotations);
+                self.ensure(&owner, &desired).await
+            }
+            Err(error) => kit::Step::new(Err(error), Vec::new()),
+        }
+    }
+
     /// Apply `desired` (from [`render`]) as `owner`'s part of each Service, then release the
-    /// model Services `owner` still holds an owner reference on but no longer wants. Mutation
-    /// events (`ServiceCreated`, `ServiceUpdated`, `ServiceDeleted`) go to `events`.
-    pub async fn ensure(
+    /// model Services `owner` still holds an owner reference on but no longer wants. Returns
+    /// the mutation events (`ServiceCreated`, `ServiceUpdated`, `ServiceDeleted`), also those of
+    /// the writes made before a failure.
+    pub async fn ensure(&self, owner: &Owner, desired: &[Service]) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(owner, desired, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(
         &self,
         owner: &Owner,
         desired: &[Service],

@@ -46,7 +46,10 @@ async fn reconcile(double: &Double, graph: &DynamoGraphDeployment) -> Vec<Event>
         &graph.spec.annotations,
     );
     let mut events = Vec::new();
-    step.ensure(&owner, &desired, &mut events).await.unwrap();
+    step.ensure(&owner, &desired)
+        .await
+        .events_into(&mut events)
+        .unwrap();
     events
 }
 

@@ -42,11 +42,14 @@ impl PvcReconciler {
     }
 
     /// Create the missing creatable PVCs; fail on a missing one that may not be created.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         let namespace = dgd.namespace();
         for pvc in preserved_alpha_pvcs(dgd) {
             if pvc.name.is_empty() {
@@ -148,7 +151,7 @@ mod tests {
         );
         let r = PvcReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["PVCCreated"]);
         let pvc: PersistentVolumeClaim = d.object(Some("ns"), "models").unwrap();
         let spec = pvc.spec.as_ref().unwrap();
@@ -164,7 +167,7 @@ mod tests {
 
         d.clear_writes();
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty());
         assert!(events.is_empty());
 
@@ -178,7 +181,7 @@ mod tests {
             ..Default::default()
         });
         d.insert(resized);
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty());
         let pvc: PersistentVolumeClaim = d.object(Some("ns"), "models").unwrap();
         let requests = pvc.spec.unwrap().resources.unwrap().requests.unwrap();
@@ -190,8 +193,9 @@ mod tests {
         let d = Double::new();
         let g = graph(&d, vec![alpha_pvc("data", None)]);
         let err = PvcReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(err.to_string().contains("\"data\" does not exist"), "{err}");
         assert!(!err.awaits_change());
@@ -205,8 +209,9 @@ mod tests {
         incomplete.size = None;
         let g = graph(&d, vec![incomplete]);
         let err = PvcReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(err.awaits_change(), "{err}");
 
@@ -217,8 +222,9 @@ mod tests {
             kit::Error::Forbidden("quota".into()),
         );
         let err = PvcReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(
             err.to_string()
@@ -232,8 +238,9 @@ mod tests {
         let d = Double::new();
         let g = d.insert(dgd("g", vec![]));
         PvcReconciler::new(d.reader(), d.writer())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap();
         assert!(d.writes().is_empty());
     }

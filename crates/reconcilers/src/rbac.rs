@@ -58,11 +58,14 @@ impl RbacReconciler {
     }
 
     /// Ensure the accounts the graph's planner and EPP components need.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         if !self.config.cluster_wide {
             return Ok(());
         }
@@ -223,7 +226,7 @@ mod tests {
         let g = graph(&d);
         let r = reconciler(&d, config());
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         let rb: RoleBinding = d
             .object(Some("ns"), "planner-serviceaccount-binding")
             .unwrap();
@@ -245,7 +248,7 @@ mod tests {
 
         d.clear_writes();
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
         assert!(events.is_empty());
     }
@@ -256,10 +259,7 @@ mod tests {
         cluster_role(&d, "planner-role");
         cluster_role(&d, "other-role");
         let g = d.insert(dgd("g", vec![component("P", ComponentType::Planner)]));
-        reconciler(&d, config())
-            .reconcile(&g, &mut Vec::new())
-            .await
-            .unwrap();
+        reconciler(&d, config()).reconcile(&g).await.result.unwrap();
         // A user edits the subjects.
         let mut rb: RoleBinding = d
             .object(Some("ns"), "planner-serviceaccount-binding")
@@ -268,8 +268,9 @@ mod tests {
         d.insert(rb);
         let mut events = Vec::new();
         reconciler(&d, config())
-            .reconcile(&g, &mut events)
+            .reconcile(&g)
             .await
+            .events_into(&mut events)
             .unwrap();
         assert_eq!(reasons(&events), ["RoleBindingUpdated"]);
         let rb: RoleBinding = d
@@ -281,10 +282,7 @@ mod tests {
         let mut other = config();
         other.planner_cluster_role = Some("other-role".into());
         d.clear_writes();
-        reconciler(&d, other)
-            .reconcile(&g, &mut Vec::new())
-            .await
-            .unwrap();
+        reconciler(&d, other).reconcile(&g).await.result.unwrap();
         let verbs: Vec<Verb> = d.writes().iter().map(|w| w.verb).collect();
         assert_eq!(verbs, [Verb::Delete, Verb::Apply]);
         let rb: RoleBinding = d
@@ -300,13 +298,15 @@ mod tests {
         let mut restricted = config();
         restricted.cluster_wide = false;
         reconciler(&d, restricted)
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap();
         let plain = d.insert(dgd("plain", vec![component("W", ComponentType::Worker)]));
         reconciler(&d, config())
-            .reconcile(&plain, &mut Vec::new())
+            .reconcile(&plain)
             .await
+            .result
             .unwrap();
         assert!(d.writes().is_empty());
     }
@@ -318,15 +318,17 @@ mod tests {
         let mut unset = config();
         unset.planner_cluster_role = None;
         let err = reconciler(&d, unset)
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(matches!(err, Error::Config(_)), "{err}");
         assert!(err.awaits_change());
 
         let err = reconciler(&d, config())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(
             err.to_string().contains("\"planner-role\" does not exist"),
@@ -343,8 +345,9 @@ mod tests {
             kit::Error::Forbidden("no".into()),
         );
         let err = reconciler(&d, config())
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap_err();
         assert!(
             err.to_string()

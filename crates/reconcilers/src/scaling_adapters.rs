@@ -26,10 +26,9 @@ use api::scaling_adapter::DynamoGraphDeploymentComponentRef;
 use api::{
     DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment,
     DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentScalingAdapterSpec,
-    DynamoGraphDeploymentStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kit::{Deleted, Outcome, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
@@ -79,11 +78,18 @@ impl ScalingAdapters {
         ScalingAdapters { reader, writer }
     }
 
-    /// Converge the adapters of `dgd`; mutation events go to `out`.
-    pub async fn reconcile(
+    /// Converge the adapters of `dgd`. Returns the mutation events, also those of the writes
+    /// made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(
         &self,
         dgd: &DynamoGraphDeployment,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let ns = dgd.namespace();
         let owner = dgd
@@ -114,11 +120,14 @@ impl ScalingAdapters {
                     .map_err(Error::Read)?,
             };
             match (component.scaling_adapter.is_some(), current) {
-                (true, None) => self.create(dgd, component, &owner, out).await?,
-                (true, Some(current)) => self.ensure(dgd, component, &owner, &current, out).await?,
+                (true, None) => self.create(dgd, component, &owner, events).await?,
+                (true, Some(current)) => {
+                    self.ensure(dgd, component, &owner, &current, events)
+                        .await?
+                }
                 (false, Some(current)) => {
-                    if self.delete(dgd, &current, out).await? {
-                        handed_back(component, &current, out);
+                    if self.delete(dgd, &current, events).await? {
+                        handed_back(component, &current, events);
                     }
                 }
                 (false, None) => {}
@@ -126,7 +135,7 @@ impl ScalingAdapters {
         }
         // Adapters of components that left the graph.
         for stale in existing.values() {
-            self.delete(dgd, stale, out).await?;
+            self.delete(dgd, stale, events).await?;
         }
         Ok(())
     }
@@ -136,20 +145,20 @@ impl ScalingAdapters {
         dgd: &DynamoGraphDeployment,
         component: &DynamoComponentDeploymentSharedSpec,
         owner: &OwnerReference,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let adapter = render(dgd, component, owner);
         let name = adapter.name_any();
         match self.writer.create(&adapter).await {
             Ok(_) => {
                 tracing::info!(adapter = %name, component = %component.name, "created scaling adapter");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_ADAPTER_CREATED,
                     format!(
                         "Created scaling adapter {name} for component {}",
                         component.name
                     ),
-                );
+                ));
                 Ok(())
             }
             // The cache lagged behind an earlier create; the next reconcile sees it.
@@ -164,7 +173,7 @@ impl ScalingAdapters {
         component: &DynamoComponentDeploymentSharedSpec,
         owner: &OwnerReference,
         current: &DynamoGraphDeploymentScalingAdapter,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let name = current.name_any();
         if !controlled_by(&current.metadata, dgd) && has_controller(&current.metadata) {
@@ -214,13 +223,13 @@ impl ScalingAdapters {
             })?;
         if applied.changed {
             tracing::info!(adapter = %name, "restored scaling adapter fields");
-            out.normal(
+            events.push(Event::normal(
                 EVENT_ADAPTER_UPDATED,
                 format!(
                     "Updated scaling adapter {name} for component {}",
                     component.name
                 ),
-            );
+            ));
         }
         Ok(())
     }
@@ -229,7 +238,7 @@ impl ScalingAdapters {
         &self,
         dgd: &DynamoGraphDeployment,
         adapter: &DynamoGraphDeploymentScalingAdapter,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<bool, Error> {
         if !controlled_by(&adapter.metadata, dgd) || adapter.metadata.deletion_timestamp.is_some() {
             return Ok(false);
@@ -253,10 +262,10 @@ impl ScalingAdapters {
             Ok(_) => {
                 let component = adapter.spec.dgd_ref.component_name.clone();
                 tracing::info!(adapter = %name, %component, "deleted scaling adapter");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_ADAPTER_DELETED,
                     format!("Deleted scaling adapter {name} for component {component}"),
-                );
+                ));
                 Ok(true)
             }
             // Replaced by a new object of the same name since it was read: not ours to delete.
@@ -271,19 +280,19 @@ impl ScalingAdapters {
 fn handed_back(
     component: &DynamoComponentDeploymentSharedSpec,
     adapter: &DynamoGraphDeploymentScalingAdapter,
-    out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    events: &mut Vec<Event>,
 ) {
     let graph = component.replicas.unwrap_or(1);
     let adapter_replicas = adapter.spec.replicas;
     if graph != adapter_replicas {
         tracing::warn!(component = %component.name, from = adapter_replicas, to = graph, "replicas handed back to the graph");
-        out.warning(
+        events.push(Event::warning(
             EVENT_REPLICAS_HANDED_BACK,
             format!(
                 "Component {} no longer has a scaling adapter: its replicas go from the adapter's {adapter_replicas} to the graph's {graph}",
                 component.name
             ),
-        );
+        ));
     }
 }
 
@@ -354,7 +363,8 @@ fn controlled_by(meta: &ObjectMeta, dgd: &DynamoGraphDeployment) -> bool {
 mod tests {
     use super::*;
     use crate::testutil::{component, dgd, reasons};
-    use api::ComponentType;
+    use api::{ComponentType, DynamoGraphDeploymentStatus};
+    use kit::Outcome;
     use kit::testing::{Double, Verb};
 
     fn graph(d: &Double, replicas: Option<i32>) -> DynamoGraphDeployment {
@@ -372,10 +382,10 @@ mod tests {
         g: &DynamoGraphDeployment,
     ) -> Result<Outcome<DynamoGraphDeploymentStatus>, Error> {
         let mut out = Outcome::new(DynamoGraphDeploymentStatus::default());
-        ScalingAdapters::new(d.reader(), d.writer())
-            .reconcile(g, &mut out)
-            .await
-            .map(|_| out)
+        let step = ScalingAdapters::new(d.reader(), d.writer())
+            .reconcile(g)
+            .await;
+        out.take(step).map(|()| out)
     }
 
     fn adapter(d: &Double) -> Option<DynamoGraphDeploymentScalingAdapter> {

@@ -28,12 +28,18 @@
 
 use std::sync::Arc;
 
-use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
-use kit::{Failed, OrFail, Outcome, Reader, Writer};
+use std::collections::BTreeMap;
 
-use crate::checkpoints::{CheckpointConfig, CheckpointInfos, CheckpointReconciler};
+use api::common::ComponentCheckpointStatus;
+use api::{DynamoCheckpoint, DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
+use kit::{Event, Failed, Outcome, Reader, Scoped, Writer};
+
+use crate::checkpoints::{CheckpointConfig, CheckpointReconciler, Resolved};
 use crate::discovery::{DiscoveryBackend, DiscoveryReconciler};
-use crate::epp::EppReconciler;
+use crate::epp::{EppReconciler, InferencePool};
 use crate::error::{Error, Step};
 use crate::gms::GmsReconciler;
 use crate::pvc::PvcReconciler;
@@ -113,90 +119,133 @@ pub struct SharedResources {
 }
 
 impl SharedResources {
-    /// Every shared reconciler over `reader` and `writer`, configured by `config`.
+    /// Every shared reconciler over `reader`, each writing through `writer` scoped to the kinds
+    /// it owns ([`Scoped`]: no step can write the graph or another step's kinds), configured by
+    /// `config`.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: SharedConfig) -> Self {
         let r = || reader.clone();
-        let w = || writer.clone();
+        let w = || Scoped::new(writer.clone());
         Self {
             rbac: RbacReconciler::new(
                 r(),
-                w(),
+                w().allow::<ServiceAccount>().allow::<RoleBinding>().build(),
                 RbacConfig {
                     cluster_wide: config.scope == NamespaceScope::ClusterWide,
                     planner_cluster_role: config.planner_cluster_role,
                     epp_cluster_role: config.epp_cluster_role,
                 },
             ),
-            pvc: PvcReconciler::new(r(), w()),
-            discovery: DiscoveryReconciler::new(r(), w(), config.discovery_backend),
-            gms: GmsReconciler::new(r(), w()),
+            pvc: PvcReconciler::new(r(), w().allow::<PersistentVolumeClaim>().build()),
+            discovery: DiscoveryReconciler::new(
+                r(),
+                w().allow::<ServiceAccount>()
+                    .allow::<Role>()
+                    .allow::<RoleBinding>()
+                    .build(),
+                config.discovery_backend,
+            ),
+            gms: GmsReconciler::new(r(), w().allow::<ResourceClaimTemplate>().build()),
             checkpoints: CheckpointReconciler::new(
                 r(),
-                w(),
+                w().allow::<DynamoCheckpoint>().build(),
                 CheckpointConfig {
                     enabled: config.checkpoints_enabled,
                     discovery: config.discovery_backend,
                     infrastructure: config.infrastructure,
                 },
             ),
-            epp: EppReconciler::new(r(), w()),
-            wait_for_leader: WaitForLeaderReconciler::new(r(), w()),
-            ssh_keys: SshKeyReconciler::new(r(), w(), config.ssh_keys),
+            epp: EppReconciler::new(
+                r(),
+                w().allow::<ConfigMap>().allow::<InferencePool>().build(),
+            ),
+            wait_for_leader: WaitForLeaderReconciler::new(r(), w().allow::<ConfigMap>().build()),
+            ssh_keys: SshKeyReconciler::new(r(), w().allow::<Secret>().build(), config.ssh_keys),
         }
     }
 
-    /// Run the eight steps in order (see the module docs). Returns the checkpoint infos for
-    /// workload rendering; `out` receives `status.checkpoints` and the mutation events.
-    pub async fn reconcile(
+    /// Run the eight steps in order (see the module docs). Returns what the checkpoint step
+    /// resolved (the `status.checkpoints` entries and the infos for workload rendering) and the
+    /// mutation events; on failure, the error and the checkpoint entries resolved before it.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<Resolved, Stopped> {
+        let mut events = Vec::new();
+        let mut checkpoints = None;
+        let result = self.converge(dgd, &mut events, &mut checkpoints).await;
+        let result = match result {
+            Ok(()) => Ok(checkpoints.expect("the checkpoint step ran")),
+            Err(error) => Err(Stopped {
+                error,
+                checkpoints: checkpoints.map(|r| r.statuses),
+            }),
+        };
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(
         &self,
         dgd: &DynamoGraphDeployment,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<CheckpointInfos, Failed<DynamoGraphDeploymentStatus, Error>> {
-        let generation = dgd.metadata.generation.unwrap_or_default();
-        let r = self.rbac.reconcile(dgd, &mut out.events).await;
-        step(r, Step::Rbac, out, generation)?;
-        let r = self.pvc.reconcile(dgd, &mut out.events).await;
-        step(r, Step::Pvc, out, generation)?;
-        let r = self.discovery.reconcile(dgd, &mut out.events).await;
-        step(r, Step::Discovery, out, generation)?;
-        let r = self.gms.reconcile(dgd, &mut out.events).await;
-        step(r, Step::Gms, out, generation)?;
-        let r = self.checkpoints.reconcile(dgd, &mut out.events).await;
-        let resolved = step(r, Step::Checkpoints, out, generation)?;
-        out.status.checkpoints = resolved.statuses;
-        let r = self.epp.reconcile(dgd, &mut out.events).await;
-        step(r, Step::Epp, out, generation)?;
-        let r = self.wait_for_leader.reconcile(dgd, &mut out.events).await;
-        step(r, Step::WaitForLeader, out, generation)?;
-        let r = self.ssh_keys.reconcile(dgd, &mut out.events).await;
-        step(r, Step::SshKeys, out, generation)?;
-        Ok(resolved.infos)
+        events: &mut Vec<Event>,
+        checkpoints: &mut Option<Resolved>,
+    ) -> Result<(), Error> {
+        step(
+            Step::Rbac,
+            self.rbac.reconcile(dgd).await.events_into(events),
+        )?;
+        step(Step::Pvc, self.pvc.reconcile(dgd).await.events_into(events))?;
+        let r = self.discovery.reconcile(dgd).await;
+        step(Step::Discovery, r.events_into(events))?;
+        step(Step::Gms, self.gms.reconcile(dgd).await.events_into(events))?;
+        let r = self.checkpoints.reconcile(dgd).await;
+        *checkpoints = Some(step(Step::Checkpoints, r.events_into(events))?);
+        step(Step::Epp, self.epp.reconcile(dgd).await.events_into(events))?;
+        let r = self.wait_for_leader.reconcile(dgd).await;
+        step(Step::WaitForLeader, r.events_into(events))?;
+        let r = self.ssh_keys.reconcile(dgd).await;
+        step(Step::SshKeys, r.events_into(events))?;
+        Ok(())
     }
 }
 
-/// On failure: log, wrap as `step`'s error and fail the outcome with its reason. (The large
-/// `Err` is what `SharedResources::reconcile` returns; its caller boxes it into `Reconciled`.)
-#[allow(clippy::result_large_err)]
-fn step<T>(
-    result: Result<T, Error>,
-    step: Step,
-    out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    generation: i64,
-) -> Result<T, Failed<DynamoGraphDeploymentStatus, Error>> {
-    let result = result.map_err(|e| {
+/// The shared resources stopped at a failing step.
+#[derive(Debug)]
+pub struct Stopped {
+    /// The failing step's error, naming the step.
+    pub error: Error,
+    /// The `status.checkpoints` entries, when the checkpoint step ran before the failure.
+    pub checkpoints: Option<BTreeMap<String, ComponentCheckpointStatus>>,
+}
+
+impl Stopped {
+    /// The program's outcome `out` marked failed at `generation` ([`kit::Outcome::fail`]) with
+    /// the step's reason, keeping the checkpoint entries resolved before the failure; no retry
+    /// until the graph changes when only a change can fix the error.
+    pub fn fail(
+        self,
+        mut out: Outcome<DynamoGraphDeploymentStatus>,
+        generation: i64,
+    ) -> Failed<DynamoGraphDeploymentStatus, Error> {
+        if let Some(checkpoints) = self.checkpoints {
+            out.status.checkpoints = checkpoints;
+        }
+        let reason = self.error.step().map_or(
+            crate::error::REASON_FAILED_TO_RECONCILE_RESOURCES,
+            Step::reason,
+        );
+        let awaits_change = self.error.awaits_change();
+        let failed = out.fail(generation, reason, self.error);
+        if awaits_change {
+            failed.await_change()
+        } else {
+            failed
+        }
+    }
+}
+
+/// On failure: log and wrap as `step`'s error.
+fn step<T>(step: Step, result: Result<T, Error>) -> Result<T, Error> {
+    result.map_err(|e| {
         tracing::warn!(step = step.context(), error = %e, "shared resources step failed");
         step.wrap(e)
-    });
-    let awaits_change = result.as_ref().err().is_some_and(Error::awaits_change);
-    result
-        .or_fail(out, generation, step.reason())
-        .map_err(|failed| {
-            if awaits_change {
-                failed.await_change()
-            } else {
-                failed
-            }
-        })
+    })
 }
 
 #[cfg(test)]
@@ -307,6 +356,25 @@ mod tests {
         Outcome::new(DynamoGraphDeploymentStatus::default())
     }
 
+    /// The shared step folded into `out` as a program does.
+    async fn run(
+        s: &SharedResources,
+        g: &DynamoGraphDeployment,
+        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> Result<crate::checkpoints::CheckpointInfos, Failed<DynamoGraphDeploymentStatus, Error>>
+    {
+        match out.take(s.reconcile(g).await) {
+            Ok(resolved) => {
+                out.status.checkpoints = resolved.statuses;
+                Ok(resolved.infos)
+            }
+            Err(stopped) => {
+                let generation = g.metadata.generation.unwrap_or_default();
+                Err(stopped.fail(std::mem::take(out), generation))
+            }
+        }
+    }
+
     /// The kinds written, in order, without repeats of the same kind in a row.
     fn kinds(d: &Double) -> Vec<String> {
         let mut kinds: Vec<String> = Vec::new();
@@ -324,7 +392,7 @@ mod tests {
         let g = everything(&d);
         let s = shared(&d);
         let mut out = outcome();
-        let infos = s.reconcile(&g, &mut out).await.unwrap();
+        let infos = run(&s, &g, &mut out).await.unwrap();
         assert_eq!(kinds(&d), ORDER);
         assert!(infos["Decode"].exists);
         assert_eq!(
@@ -339,7 +407,7 @@ mod tests {
 
         d.clear_writes();
         let mut again = outcome();
-        s.reconcile(&g, &mut again).await.unwrap();
+        run(&s, &g, &mut again).await.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
         assert!(again.events.is_empty());
         assert_eq!(again.status.checkpoints, out.status.checkpoints);
@@ -364,7 +432,7 @@ mod tests {
             let g = everything(&d);
             d.fail_next(verb, kind, kit::Error::Forbidden(format!("{kind} denied")));
             let mut out = outcome();
-            let failed = shared(&d).reconcile(&g, &mut out).await.unwrap_err();
+            let failed = run(&shared(&d), &g, &mut out).await.unwrap_err();
             assert_eq!(failed.error.step(), Some(failing), "{}", failed.error);
             assert_eq!(failed.retry, Retry::Backoff);
             let status = &failed.outcome.status;
@@ -408,10 +476,8 @@ mod tests {
             planner_cluster_role: None,
             ..Default::default()
         };
-        let failed = SharedResources::new(d.reader(), d.writer(), config)
-            .reconcile(&g, &mut outcome())
-            .await
-            .unwrap_err();
+        let s = SharedResources::new(d.reader(), d.writer(), config);
+        let failed = run(&s, &g, &mut outcome()).await.unwrap_err();
         assert_eq!(failed.error.step(), Some(Step::Rbac));
         assert_eq!(failed.retry, Retry::AwaitChange);
         assert!(d.writes().is_empty());

@@ -79,11 +79,14 @@ impl SshKeyReconciler {
     }
 
     /// Make sure the Secret exists in the graph's namespace.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         let Some(config) = &self.config else {
             return Ok(());
         };
@@ -255,7 +258,7 @@ mod tests {
         let g = multinode(&d);
         let r = SshKeyReconciler::new(d.reader(), d.writer(), Some(SshKeyConfig::default()));
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["SecretCreated"]);
         let first = secret(&d, "ns").unwrap();
         let data = first.data.clone().unwrap();
@@ -275,7 +278,7 @@ mod tests {
         }
 
         d.clear_writes();
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty());
 
         // Whatever the Secret holds now, a reconcile leaves it alone.
@@ -285,7 +288,7 @@ mod tests {
             ByteString(b"user".to_vec()),
         )]));
         d.insert(replaced);
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty());
         assert_eq!(
             secret(&d, "ns").unwrap().data.unwrap()[PRIVATE_KEY].0,
@@ -303,7 +306,7 @@ mod tests {
         };
         let r = SshKeyReconciler::new(d.reader(), d.writer(), Some(config));
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["SecretCreated", "SecretCreated"]);
         assert_eq!(
             secret(&d, "dynamo-system").unwrap().data,
@@ -323,11 +326,12 @@ mod tests {
         let d = Double::new();
         let single = d.insert(dgd("s", vec![component("W", ComponentType::Worker)]));
         let r = SshKeyReconciler::new(d.reader(), d.writer(), Some(SshKeyConfig::default()));
-        r.reconcile(&single, &mut Vec::new()).await.unwrap();
+        r.reconcile(&single).await.result.unwrap();
         let g = multinode(&d);
         SshKeyReconciler::new(d.reader(), d.writer(), None)
-            .reconcile(&g, &mut Vec::new())
+            .reconcile(&g)
             .await
+            .result
             .unwrap();
         assert!(d.writes().is_empty());
 
@@ -336,7 +340,7 @@ mod tests {
             "Secret",
             kit::Error::Forbidden("secrets".into()),
         );
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("create Secret ns/mpi-run-ssh-secret"),

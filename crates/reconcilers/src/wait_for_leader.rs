@@ -18,7 +18,7 @@ use kit::{Event, Reader, Writer};
 use kube::ResourceExt;
 
 use crate::child::{self, Ownership};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::naming;
 
 /// Key of the script in the ConfigMap, where worker pods mount the ConfigMap and the name of
@@ -96,11 +96,14 @@ impl WaitForLeaderReconciler {
     }
 
     /// Ensure the ConfigMap when any component is multinode; delete it when none is.
-    pub async fn reconcile(
-        &self,
-        dgd: &DynamoGraphDeployment,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
+    /// Returns the step's events, also those of the writes made before a failure.
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
         if !dgd.spec.has_multinode_component() {
             let name = naming::wait_leader_config_map_name(&dgd.name_any());
             return child::prune::<ConfigMap>(&*self.reader, &*self.writer, dgd, &name, events)
@@ -159,21 +162,21 @@ mod tests {
         let g = multinode(&d);
         let r = WaitForLeaderReconciler::new(d.reader(), d.writer());
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ConfigMapCreated"]);
         let cm: ConfigMap = d.object(Some("ns"), "g-wait-leader-script").unwrap();
         assert!(cm.data.as_ref().unwrap()[SCRIPT_KEY].contains("LEADER_PORT"));
         assert!(child::is_controlled_by(&cm.metadata, &g));
 
         d.clear_writes();
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty());
 
         let mut edited = cm.clone();
         edited.data = Some([(SCRIPT_KEY.to_string(), "print('hi')".to_string())].into());
         d.insert(edited);
         let mut events = Vec::new();
-        r.reconcile(&g, &mut events).await.unwrap();
+        r.reconcile(&g).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ConfigMapUpdated"]);
         let cm: ConfigMap = d.object(Some("ns"), "g-wait-leader-script").unwrap();
         assert_eq!(cm.data.unwrap()[SCRIPT_KEY], SCRIPT);
@@ -184,18 +187,18 @@ mod tests {
         let d = Double::new();
         let g = multinode(&d);
         let r = WaitForLeaderReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         let mut single = g.clone();
         single.spec.components[0].multinode = None;
         let mut events = Vec::new();
-        r.reconcile(&single, &mut events).await.unwrap();
+        r.reconcile(&single).await.events_into(&mut events).unwrap();
         assert_eq!(reasons(&events), ["ConfigMapDeleted"]);
         assert!(
             d.object::<ConfigMap>(Some("ns"), "g-wait-leader-script")
                 .is_none()
         );
         d.clear_writes();
-        r.reconcile(&single, &mut Vec::new()).await.unwrap();
+        r.reconcile(&single).await.result.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
     }
 
@@ -204,12 +207,12 @@ mod tests {
         let d = Double::new();
         let g = d.insert(dgd("g", vec![component("W", ComponentType::Worker)]));
         let r = WaitForLeaderReconciler::new(d.reader(), d.writer());
-        r.reconcile(&g, &mut Vec::new()).await.unwrap();
+        r.reconcile(&g).await.result.unwrap();
         assert!(d.writes().is_empty());
 
         let g = multinode(&d);
         d.fail_next(Verb::Apply, "ConfigMap", kit::Error::Invalid("bad".into()));
-        let err = r.reconcile(&g, &mut Vec::new()).await.unwrap_err();
+        let err = r.reconcile(&g).await.result.unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("apply ConfigMap ns/g-wait-leader-script")

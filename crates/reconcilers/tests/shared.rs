@@ -197,7 +197,7 @@ async fn shared_resources_on_a_real_api_server() {
         .unwrap()
         .is_none()
     {
-        let failed = shared.reconcile(&dgd, &mut outcome()).await.unwrap_err();
+        let failed = shared.reconcile(&dgd).await.result.unwrap_err();
         assert_eq!(failed.error.step(), Some(Step::Epp), "{}", failed.error);
         assert!(
             failed
@@ -209,10 +209,8 @@ async fn shared_resources_on_a_real_api_server() {
         );
         assert!(
             failed
-                .outcome
-                .status
                 .checkpoints
-                .contains_key("VllmDecodeWorker")
+                .is_some_and(|c| c.contains_key("VllmDecodeWorker"))
         );
         let cms = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
         assert!(gone(&cms, &naming::wait_leader_config_map_name("vllm")).await);
@@ -220,7 +218,7 @@ async fn shared_resources_on_a_real_api_server() {
     }
 
     let mut out = outcome();
-    let infos = shared.reconcile(&dgd, &mut out).await.unwrap();
+    let infos = out.take(shared.reconcile(&dgd).await).unwrap().infos;
     assert!(infos["VllmDecodeWorker"].exists);
     let checkpoint = infos["VllmDecodeWorker"].checkpoint_name.clone().unwrap();
 
@@ -253,7 +251,7 @@ async fn shared_resources_on_a_real_api_server() {
     // Idle: the operator writes nothing, and the key is not rotated.
     let mark = cp.audit().mark();
     let mut idle = outcome();
-    shared.reconcile(&dgd, &mut idle).await.unwrap();
+    idle.take(shared.reconcile(&dgd).await).unwrap();
     let writes: Vec<_> = cp
         .audit()
         .since(&mark)
@@ -273,7 +271,7 @@ async fn shared_resources_on_a_real_api_server() {
         .components
         .retain(|c| c.r#type != Some(ComponentType::Epp));
     let mut out = outcome();
-    shared.reconcile(&trimmed, &mut out).await.unwrap();
+    out.take(shared.reconcile(&trimmed).await).unwrap();
     assert!(pools.get_opt("vllm-pool").await.unwrap().is_none());
     let reasons: Vec<_> = out.events.iter().map(|e| e.reason.as_str()).collect();
     assert!(reasons.contains(&"InferencePoolDeleted"), "{reasons:?}");

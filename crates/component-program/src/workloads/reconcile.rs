@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use api::labels;
-use api::{DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentStatus};
+use api::{DynamoComponentDeployment, DynamoGraphDeployment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::child::{Change, EnsureError, Ownership, is_controlled_by};
-use kit::{Deleted, Outcome, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
 use kube::ResourceExt;
 use reconcilers::checkpoints::CheckpointInfos;
 use reconcilers::naming;
@@ -33,14 +33,29 @@ impl Workloads {
     }
 
     /// Converge the DCDs of `dgd` at worker `generation`, stamping `restart`, holding components
-    /// that wait for a checkpoint at zero replicas; mutation events go to `out`.
+    /// that wait for a checkpoint at zero replicas. Returns the per-component status and
+    /// readiness, and the mutation events (also those of the writes made before a failure).
     pub async fn reconcile(
         &self,
         dgd: &DynamoGraphDeployment,
         generation: &WorkerGeneration,
         restart: Option<&RestartStamps>,
         checkpoints: &CheckpointInfos,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    ) -> kit::Step<Report, Error> {
+        let mut events = Vec::new();
+        let result = self
+            .converge(dgd, generation, restart, checkpoints, &mut events)
+            .await;
+        kit::Step::new(result, events)
+    }
+
+    async fn converge(
+        &self,
+        dgd: &DynamoGraphDeployment,
+        generation: &WorkerGeneration,
+        restart: Option<&RestartStamps>,
+        checkpoints: &CheckpointInfos,
+        events: &mut Vec<Event>,
     ) -> Result<Report, Error> {
         let ns = dgd.namespace();
         let selector = Selector::from_iter([(
@@ -70,7 +85,7 @@ impl Workloads {
                     .await
                     .map_err(Error::List)?,
             };
-            let current = self.ensure(dgd, dcd, observed, out).await?;
+            let current = self.ensure(dgd, dcd, observed, events).await?;
             if let Some(status) = current.status.as_ref().and_then(|s| s.component.clone()) {
                 report.components.insert(component.clone(), status);
             }
@@ -100,7 +115,7 @@ impl Workloads {
                 }
                 continue;
             }
-            self.delete(dcd, out).await?;
+            self.delete(dcd, events).await?;
         }
         Ok(report)
     }
@@ -111,7 +126,7 @@ impl Workloads {
         dgd: &DynamoGraphDeployment,
         desired: &DynamoComponentDeployment,
         observed: Option<DynamoComponentDeployment>,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<DynamoComponentDeployment, Error> {
         let name = desired.name_any();
         let uid = dgd.metadata.uid.as_deref().unwrap_or_default();
@@ -142,17 +157,17 @@ impl Workloads {
         match ensured.change {
             Change::Created => {
                 tracing::info!(dcd = %key, "created DynamoComponentDeployment");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_DCD_CREATED,
                     format!("Created DynamoComponentDeployment {key}"),
-                );
+                ));
             }
             Change::Updated => {
                 tracing::info!(dcd = %key, "restored DynamoComponentDeployment");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_DCD_UPDATED,
                     format!("Updated DynamoComponentDeployment {key}"),
-                );
+                ));
             }
             Change::Unchanged => {}
         }
@@ -162,7 +177,7 @@ impl Workloads {
     async fn delete(
         &self,
         dcd: &DynamoComponentDeployment,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         if dcd.metadata.deletion_timestamp.is_some() {
             return Ok(());
@@ -186,10 +201,10 @@ impl Workloads {
             Ok(_) => {
                 let key = kit::object::key(dcd.namespace().as_deref(), &name);
                 tracing::info!(dcd = %key, "deleted DynamoComponentDeployment");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_DCD_DELETED,
                     format!("Deleted DynamoComponentDeployment {key}"),
-                );
+                ));
                 Ok(())
             }
             // Replaced by another object of that name since it was read: not ours.

@@ -30,15 +30,10 @@ async fn pass(
     restart: Option<&RestartStamps>,
 ) -> (Result<Report, Error>, Outcome<DynamoGraphDeploymentStatus>) {
     let mut out = outcome();
-    let report = Workloads::new(d.reader(), d.writer())
-        .reconcile(
-            &stored(d),
-            generation,
-            restart,
-            &CheckpointInfos::new(),
-            &mut out,
-        )
+    let step = Workloads::new(d.reader(), d.writer())
+        .reconcile(&stored(d), generation, restart, &CheckpointInfos::new())
         .await;
+    let report = out.take(step);
     (report, out)
 }
 

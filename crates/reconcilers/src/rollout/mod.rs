@@ -64,6 +64,7 @@
 
 pub mod decide;
 pub mod pods;
+pub mod record;
 
 #[cfg(test)]
 mod decide_tests;
@@ -78,20 +79,20 @@ use api::common::RollingUpdatePhase;
 use api::deployment_strategy::DeploymentStrategy;
 use api::labels;
 use api::v1beta1::{DynamoComponentDeploymentSharedSpec, RollingUpdateStatus};
-use api::{
-    DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter,
-    DynamoGraphDeploymentStatus,
-};
+use api::{DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kit::{Outcome, Patch, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Event, Reader, ReaderExt, Selector, Writer};
 use kube::ResourceExt;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::naming;
 use decide::{Component, Decision, Observed, PendingPod, Step, Workload};
 use pods::WorkerPod;
 
 pub use api::worker_hash::worker_hash;
+pub use record::{
+    MESSAGE_ROLLING_UPDATE_NOT_SUPPORTED, Record, WorkerHashRecord, record_worker_hash,
+};
 
 /// Failure reason of the rollout step (upstream's value).
 pub const REASON_ROLLING_UPDATE_FAILED: &str = "rolling_update_failed";
@@ -153,6 +154,19 @@ pub enum Error {
         /// The phase after.
         to: Option<RollingUpdatePhase>,
     },
+}
+
+/// What the rollout step returns to its program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rolled {
+    /// The worker generations the workloads step renders.
+    pub workers: WorkerGeneration,
+    /// `status.rollingUpdate`, the status field this step owns.
+    pub status: Option<RollingUpdateStatus>,
+    /// The active worker hash to record on the graph, when it is to be (re)written; the
+    /// program writes it ([`WorkerHashRecord`]) before the workloads step deletes any old
+    /// generation.
+    pub record: Option<Record>,
 }
 
 /// Which worker generations the workloads step renders and keeps, and at which replicas.
@@ -233,21 +247,24 @@ impl Rollout {
         }
     }
 
-    /// Observe the worker generations, decide, and apply: old generations' replicas, the
-    /// active hash record, `out.status.rollingUpdate`, transition events, a requeue at the next
-    /// progress deadline; return what the workloads step renders.
-    pub async fn reconcile(
+    /// Observe the worker generations, decide, and apply: old generations' replicas,
+    /// transition events, a requeue at the next progress deadline. Returns what the workloads
+    /// step renders, the `status.rollingUpdate` fragment this step owns, and the record the
+    /// program writes on the graph ([`Rolled`]).
+    pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<Rolled, Error> {
+        let mut events = Vec::new();
+        let result = self.converge(dgd, &mut events).await;
+        let requeue = result.as_ref().ok().and_then(|(_, after)| *after);
+        kit::Step::new(result.map(|(rolled, _)| rolled), events).requeue(requeue)
+    }
+
+    async fn converge(
         &self,
         dgd: &DynamoGraphDeployment,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<WorkerGeneration, Error> {
-        let observed = self
-            .observe(
-                dgd,
-                out.status.rolling_update.clone(),
-                kit::conditions::now(),
-            )
-            .await?;
+        events: &mut Vec<Event>,
+    ) -> Result<(Rolled, Option<Duration>), Error> {
+        let previous = dgd.status.as_ref().and_then(|s| s.rolling_update.clone());
+        let observed = self.observe(dgd, previous, kit::conditions::now()).await?;
         let decision = decide::decide(&observed);
         let step = decision.step.expect("decide always names a step");
         let from = decide::phase_of(observed.status.as_ref());
@@ -255,9 +272,15 @@ impl Rollout {
         if !decide::allowed(from, step, to) {
             return Err(Error::IllegalTransition { from, step, to });
         }
-        self.apply(dgd, &observed, &decision, out).await?;
-        Ok(WorkerGeneration {
-            target: observed.target.clone(),
+        self.apply(dgd, &observed, &decision, events).await?;
+        let target = &observed.target;
+        let active = observed.active.as_deref().unwrap_or(target);
+        let record = decision.record.then(|| Record {
+            hash: target.clone(),
+            unsupported_from: (step == Step::Unsupported).then(|| active.to_string()),
+        });
+        let workers = WorkerGeneration {
+            target: target.clone(),
             retained: decision.retained.clone(),
             rolling: decision.rolling(),
             replicas: decision
@@ -266,7 +289,13 @@ impl Rollout {
                 .map(|(c, t)| (c.clone(), t.new))
                 .collect(),
             stuck: decision.stuck.clone(),
-        })
+        };
+        let rolled = Rolled {
+            workers,
+            status: decision.status.clone(),
+            record,
+        };
+        Ok((rolled, decision.requeue_after))
     }
 
     /// What [`decide::decide`] needs, read from the cache.
@@ -349,13 +378,13 @@ impl Rollout {
         Ok(adapter.map_or(own, |a| a.spec.replicas))
     }
 
-    /// Carry out `decision`.
+    /// Carry out `decision` on the old generations and queue its transition event.
     async fn apply(
         &self,
         dgd: &DynamoGraphDeployment,
         observed: &Observed,
         decision: &Decision,
-        out: &mut Outcome<DynamoGraphDeploymentStatus>,
+        events: &mut Vec<Event>,
     ) -> Result<(), Error> {
         let key = format!("{}/{}", dgd.namespace().unwrap_or_default(), dgd.name_any());
         let target = &observed.target;
@@ -372,41 +401,29 @@ impl Rollout {
                 }
             }
         }
-        let recorded = decision.record && self.record(dgd, target).await?;
-        out.status.rolling_update = decision.status.clone();
-        if let Some(after) = decision.requeue_after {
-            out.requeue_after(after);
-        }
         match decision.step {
-            Some(Step::Unsupported) if recorded && active != target => {
-                tracing::info!(dgd = %key, hash = %target, "worker spec changed; managed rolling update not supported for multinode graphs");
-                out.warning(
-                    EVENT_ROLLING_UPDATE_NOT_SUPPORTED,
-                    "Worker spec changed but custom rolling updates are not supported for Grove/multinode deployments",
-                );
-            }
             Some(Step::Start) => {
                 tracing::info!(dgd = %key, from = %active, to = %target, "rolling update started");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_ROLLING_UPDATE_STARTED,
                     format!("Rolling update started: worker generation {active} to {target}"),
-                );
+                ));
             }
             Some(Step::Complete) if active == target => {
                 tracing::info!(dgd = %key, hash = %target, "rolling update ended on the active worker generation");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_ROLLING_UPDATE_COMPLETED,
                     format!("Rolling update ended: worker generation {target} is active"),
-                );
+                ));
             }
             Some(Step::Complete) => {
                 tracing::info!(dgd = %key, from = %active, to = %target, "rolling update completed");
-                out.normal(
+                events.push(Event::normal(
                     EVENT_ROLLING_UPDATE_COMPLETED,
                     format!(
                         "Rolling update completed: worker generation {active} replaced by {target}"
                     ),
-                );
+                ));
             }
             Some(Step::Stuck) => {
                 tracing::warn!(dgd = %key, to = %target, reason = ?decision.stuck, "rolling update cannot progress");
@@ -476,41 +493,6 @@ impl Rollout {
             source,
         })
     }
-
-    /// Record `hash` as the active generation ([`record_worker_hash`]).
-    async fn record(&self, dgd: &DynamoGraphDeployment, hash: &str) -> Result<bool, Error> {
-        record_worker_hash(self.writer.as_ref(), dgd, hash)
-            .await
-            .map_err(Error::Record)
-    }
-}
-
-/// Record `hash` as the graph's active worker generation (`current-worker-hash-v2`, dropping
-/// the v1 annotation), both pathways' record: no request when it is already recorded. Returns
-/// whether a write happened and changed the graph.
-pub async fn record_worker_hash(
-    writer: &dyn Writer,
-    dgd: &DynamoGraphDeployment,
-    hash: &str,
-) -> Result<bool, kit::Error> {
-    let annotations = dgd.metadata.annotations.as_ref();
-    let current = annotations.and_then(|a| a.get(labels::CURRENT_WORKER_HASH_V2));
-    let has_v1 = annotations.is_some_and(|a| a.contains_key(labels::CURRENT_WORKER_HASH));
-    if current.map(String::as_str) == Some(hash) && !has_v1 {
-        return Ok(false);
-    }
-    let patch = json!({"metadata": {"annotations": {
-        labels::CURRENT_WORKER_HASH_V2: hash,
-        labels::CURRENT_WORKER_HASH: Value::Null,
-    }}});
-    let applied = writer
-        .patch::<DynamoGraphDeployment>(
-            dgd.namespace().as_deref(),
-            &dgd.name_any(),
-            &Patch::Merge(patch),
-        )
-        .await?;
-    Ok(applied.changed)
 }
 
 /// Server-side apply `spec.replicas` of the DCD `name` in `namespace` (and no other field) under

@@ -11,11 +11,13 @@ use api::ComponentKind;
 use api::ComponentType;
 use api::DynamoComponentDeploymentSpec;
 use api::DynamoComponentDeploymentStatus;
+use api::DynamoGraphDeploymentStatus;
 use api::dcd::CONDITION_AVAILABLE;
 use api::v1beta1::ComponentReplicaStatus;
 use k8s_openapi::api::core::v1::PodCondition;
 use kit::conditions::{self, Status};
 use kit::testing::{Double, Verb};
+use kit::{Outcome, WriterExt};
 use kube::Resource;
 
 const IMAGE_1: &str = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.3.1";
@@ -189,14 +191,35 @@ fn config() -> Config {
     }
 }
 
+/// The rollout step folded into `out` as the component program does: its events and requeue,
+/// the record written, `status.rollingUpdate`.
+async fn run(
+    d: &Double,
+    rollout: &Rollout,
+    g: &DynamoGraphDeployment,
+    out: &mut Outcome<DynamoGraphDeploymentStatus>,
+) -> Result<WorkerGeneration, Error> {
+    let rolled = out.take(rollout.reconcile(g).await)?;
+    if let Some(record) = &rolled.record {
+        let written = WorkerHashRecord::new(d.writer()).reconcile(g, record).await;
+        out.take(written).map_err(Error::Record)?;
+    }
+    out.status.rolling_update = rolled.status;
+    Ok(rolled.workers)
+}
+
 /// One pass: the rollout step on the stored graph, its status persisted as the root would.
 async fn pass(d: &Double) -> (WorkerGeneration, Outcome<DynamoGraphDeploymentStatus>) {
     let g = stored(d);
     let mut out = Outcome::new(g.status.clone().unwrap_or_default());
-    let plan = Rollout::with_config(d.reader(), d.writer(), config())
-        .reconcile(&g, &mut out)
-        .await
-        .unwrap();
+    let plan = run(
+        d,
+        &Rollout::with_config(d.reader(), d.writer(), config()),
+        &g,
+        &mut out,
+    )
+    .await
+    .unwrap();
     let mut g = stored(d);
     g.status = Some(out.status.clone());
     d.insert(g);
@@ -647,15 +670,18 @@ async fn without_a_pod_watch_no_pod_is_read() {
     d.fail_next(Verb::List, "Pod", kit::Error::Forbidden("no".into()));
     let g = stored(&d);
     let mut out = Outcome::new(g.status.clone().unwrap_or_default());
-    Rollout::new(d.reader(), d.writer())
-        .reconcile(&g, &mut out)
+    run(&d, &Rollout::new(d.reader(), d.writer()), &g, &mut out)
         .await
         .expect("no pod read");
     let mut out = Outcome::new(g.status.clone().unwrap_or_default());
-    let err = Rollout::with_config(d.reader(), d.writer(), config())
-        .reconcile(&g, &mut out)
-        .await
-        .unwrap_err();
+    let err = run(
+        &d,
+        &Rollout::with_config(d.reader(), d.writer(), config()),
+        &g,
+        &mut out,
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, Error::Read { kind: "Pods", .. }), "{err}");
 }
 
@@ -676,8 +702,7 @@ async fn multinode_graphs_record_the_hash_and_warn_after_the_write() {
     );
     let g = stored(&d);
     let mut out = Outcome::new(g.status.clone().unwrap_or_default());
-    let err = Rollout::new(d.reader(), d.writer())
-        .reconcile(&g, &mut out)
+    let err = run(&d, &Rollout::new(d.reader(), d.writer()), &g, &mut out)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Record(_)));
@@ -700,8 +725,7 @@ async fn a_list_failure_is_the_steps_error() {
         kit::Error::Forbidden("no".into()),
     );
     let mut out = Outcome::new(DynamoGraphDeploymentStatus::default());
-    let err = Rollout::new(d.reader(), d.writer())
-        .reconcile(&g, &mut out)
+    let err = run(&d, &Rollout::new(d.reader(), d.writer()), &g, &mut out)
         .await
         .unwrap_err();
     assert!(matches!(err, Error::List(_)));
