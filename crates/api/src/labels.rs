@@ -84,6 +84,15 @@ pub const TOPOLOGY_CLUSTER_TOPOLOGY_NAME: &str = "nvidia.com/topology-cluster-to
 pub const ISTIO_SIDECAR_INJECT: &str = "sidecar.istio.io/inject";
 /// Annotation (defaulting webhook): operator version that admitted the object.
 pub const DYNAMO_OPERATOR_ORIGIN_VERSION: &str = "nvidia.com/dynamo-operator-origin-version";
+/// The graph's metadata annotations both pathways copy onto every pod template (component) or
+/// clique (Grove) that does not set them.
+pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
+    ENABLE_METRICS,
+    DYNAMO_DISCOVERY_BACKEND,
+    DYNAMO_KUBE_DISCOVERY_MODE,
+    DYNAMO_OPERATOR_ORIGIN_VERSION,
+    VLLM_DISTRIBUTED_EXECUTOR_BACKEND,
+];
 
 /// Label/annotation (controller): automatic checkpoint marker.
 pub const DYNAMO_AUTO_CHECKPOINT: &str = "nvidia.com/dynamo-auto-checkpoint";

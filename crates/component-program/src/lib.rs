@@ -14,7 +14,7 @@
 //! | 4 | restart ([`reconcilers::restart`]) | next `status.restart`; queues `RestartSuperseded` | `failed_to_resolve_restart_progress` |
 //! | 5 | workloads ([`workloads`]) | DCDs (the new worker generation at the rollout's count), per-component status | `failed_to_reconcile_the_resources` |
 //! | 6 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` (a stuck rollout says why) | — |
-//! | 7 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
+//! | 7 | finish ([`reconcilers::finish`]) | once Ready, delete what pods stopped using (the discovery account after discovery was turned off); one scaling adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_the_resources`, `failed_to_reconcile_scaling_adapters` |
 //!
 //! The returned status starts from the graph's current status with `observedGeneration` set, so
 //! a failing step leaves everything earlier steps completed (and what it did not reach as it
@@ -28,16 +28,13 @@ mod testutil;
 
 use std::sync::Arc;
 
-use api::{
-    DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter,
-    DynamoGraphDeploymentStatus,
-};
+use api::{DynamoComponentDeployment, DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use kit::served::Served;
 use kit::{OrFail, Outcome, Reader, Reconciled, Scoped, Writer};
+use reconcilers::finish::Finish;
 use reconcilers::optional;
 use reconcilers::restart::{self, Restart};
 use reconcilers::rollout::{self, Rollout, WorkerHashRecord};
-use reconcilers::scaling_adapters::{self, ScalingAdapters};
 use reconcilers::shared::{SharedConfig, SharedResources};
 
 use crate::ready::ready_condition;
@@ -66,9 +63,9 @@ pub enum Error {
     /// The workloads step failed.
     #[error("failed to reconcile the DynamoComponentDeployments: {0}")]
     Workloads(#[from] workloads::Error),
-    /// The scaling adapters step failed.
-    #[error("failed to reconcile the scaling adapters: {0}")]
-    ScalingAdapters(#[from] scaling_adapters::Error),
+    /// The last steps (release, scaling adapters) failed.
+    #[error(transparent)]
+    Finish(reconcilers::finish::Error),
 }
 
 /// Operator configuration of the component program.
@@ -91,7 +88,7 @@ pub struct ComponentProgram {
     shared: SharedResources,
     restart: Restart,
     workloads: Workloads,
-    scaling_adapters: ScalingAdapters,
+    finish: Finish,
     served: Served,
 }
 
@@ -100,6 +97,7 @@ impl ComponentProgram {
     /// gets it scoped to the kinds it owns ([`Scoped`]); only the program's worker-hash record
     /// writes the graph.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: ComponentConfig) -> Self {
+        let discovery = config.shared.discovery_backend;
         let dcds = || {
             Scoped::new(writer.clone())
                 .allow::<DynamoComponentDeployment>()
@@ -111,12 +109,7 @@ impl ComponentProgram {
             shared: SharedResources::new(reader.clone(), writer.clone(), config.shared),
             restart: Restart::new(reader.clone()),
             workloads: Workloads::new(reader.clone(), dcds()),
-            scaling_adapters: ScalingAdapters::new(
-                reader,
-                Scoped::new(writer)
-                    .allow::<DynamoGraphDeploymentScalingAdapter>()
-                    .build(),
-            ),
+            finish: Finish::new(reader, writer, discovery),
             served: config.served,
         }
     }
@@ -196,18 +189,13 @@ impl ComponentProgram {
             &report.readiness,
         );
         reconcilers::ready::install(&mut out, &previous.conditions, ready);
-
-        if !waiting.is_empty() {
-            // As upstream: adapters wait until the checkpointed components can start.
-            return Ok(out);
+        let ready = out.status.state == api::DgdState::Successful;
+        let finished = self.finish.reconcile(dgd, ready, !waiting.is_empty()).await;
+        if let Err(error) = out.take(finished) {
+            return Err(out
+                .fail(generation, error.reason(), Error::Finish(error))
+                .into());
         }
-        out.take(self.scaling_adapters.reconcile(dgd).await)
-            .map_err(Error::from)
-            .or_fail(
-                &mut out,
-                generation,
-                scaling_adapters::REASON_SCALING_ADAPTERS_FAILED,
-            )?;
         Ok(out)
     }
 }
@@ -225,6 +213,7 @@ mod tests {
     use kit::testing::{Double, Verb};
     use kube::ResourceExt;
     use kube::runtime::controller::Action;
+    use reconcilers::scaling_adapters;
 
     fn program(d: &Double, leader_worker_sets: bool) -> ComponentProgram {
         let served = if leader_worker_sets {

@@ -15,7 +15,7 @@
 //! | 4 | workload ([`workload::PodCliqueSetWorkload`]) | resolve → render → apply the PodCliqueSet → scale Grove children → readiness, `status.components` | `failed_to_reconcile_the_resources` |
 //! | 4b | model Services ([`reconcilers::model_service`]) | the graph's share of the headless `dynamo-model-<hash>` Service of each `modelRef` (shared with the other graphs of the namespace serving the model; one it no longer serves is given up, the last owner deletes it); upstream runs it after the PodCliqueSet too | `failed_to_reconcile_the_resources`, message `failed to reconcile model services: …` |
 //! | 5 | ready condition ([`ready::ready_condition`]) | `state` and `Ready` | — |
-//! | 6 | scaling adapters ([`reconcilers::scaling_adapters`]) | one adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_scaling_adapters` |
+//! | 6 | finish ([`reconcilers::finish`]) | once Ready, delete what pods stopped using (the discovery account after discovery was turned off); one scaling adapter per scalable component (skipped while a component waits for its checkpoint) | `failed_to_reconcile_the_resources`, `failed_to_reconcile_scaling_adapters` |
 //! | ∞ | topology condition ([`topology::TopologyCondition`]) | `TopologyLevelsAvailable` from Grove; runs last, also after a failed step | — |
 //!
 //! The returned status starts from the graph's current status with `observedGeneration` set, so
@@ -43,16 +43,14 @@ mod testutil;
 use std::sync::Arc;
 
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
-use api::{
-    DynamoGraphDeployment, DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentStatus,
-};
+use api::{DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use grove_render::names::pcs_name;
 use k8s_openapi::api::core::v1::Service;
 use kit::{Failed, OrFail, Outcome, Reader, Reconciled, Scoped, Writer};
 use kube::ResourceExt;
+use reconcilers::finish::Finish;
 use reconcilers::model_service::ModelServices;
 use reconcilers::rollout::WorkerHashRecord;
-use reconcilers::scaling_adapters::{self, ScalingAdapters};
 use reconcilers::shared::{SharedConfig, SharedResources};
 
 pub use grove_render;
@@ -84,9 +82,9 @@ pub enum Error {
     /// The model Services step failed.
     #[error("failed to reconcile model services: {0}")]
     ModelServices(#[source] reconcilers::Error),
-    /// The scaling adapters step failed.
-    #[error("failed to reconcile the scaling adapters: {0}")]
-    ScalingAdapters(#[from] scaling_adapters::Error),
+    /// The last steps (release, scaling adapters) failed.
+    #[error(transparent)]
+    Finish(reconcilers::finish::Error),
 }
 
 /// Operator configuration of the grove program.
@@ -109,7 +107,7 @@ pub struct GroveProgram {
     restart: GroveRestart,
     workload: PodCliqueSetWorkload,
     model_services: ModelServices,
-    scaling_adapters: ScalingAdapters,
+    finish: Finish,
     topology: TopologyCondition,
 }
 
@@ -118,6 +116,7 @@ impl GroveProgram {
     /// gets it scoped to the kinds it owns ([`Scoped`]); only the program's worker-hash record
     /// writes the graph.
     pub fn new(reader: Arc<dyn Reader>, writer: Arc<dyn Writer>, config: GroveConfig) -> Self {
+        let discovery = config.shared.discovery_backend;
         let scoped = || Scoped::new(writer.clone());
         GroveProgram {
             record: WorkerHashRecord::new(writer.clone()),
@@ -135,12 +134,7 @@ impl GroveProgram {
                 config.discover_pull_secrets,
             ),
             model_services: ModelServices::new(reader.clone(), scoped().allow::<Service>().build()),
-            scaling_adapters: ScalingAdapters::new(
-                reader.clone(),
-                scoped()
-                    .allow::<DynamoGraphDeploymentScalingAdapter>()
-                    .build(),
-            ),
+            finish: Finish::new(reader.clone(), writer.clone(), discovery),
             topology: TopologyCondition::new(reader),
         }
     }
@@ -249,18 +243,13 @@ impl GroveProgram {
         let ready =
             ready::ready_condition(generation, &waiting, &report.pcs_name, &report.readiness);
         reconcilers::ready::install(&mut out, &previous.conditions, ready);
-
-        if !waiting.is_empty() {
-            // As upstream: adapters wait until the checkpointed components can start.
-            return Ok(out);
+        let ready = out.status.state == api::DgdState::Successful;
+        let finished = self.finish.reconcile(dgd, ready, !waiting.is_empty()).await;
+        if let Err(error) = out.take(finished) {
+            return Err(out
+                .fail(generation, error.reason(), Error::Finish(error))
+                .into());
         }
-        out.take(self.scaling_adapters.reconcile(dgd).await)
-            .map_err(Error::from)
-            .or_fail(
-                &mut out,
-                generation,
-                scaling_adapters::REASON_SCALING_ADAPTERS_FAILED,
-            )?;
         Ok(out)
     }
 }

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use api::common::{RestartPhase, RestartStatus};
+use api::common::RestartStatus;
 use api::grove::{PodClique, PodCliqueScalingGroup, PodCliqueSet};
 use api::labels;
 use api::{DynamoComponentDeploymentSharedSpec, DynamoGraphDeployment};
@@ -20,24 +20,16 @@ use grove_render::compat::clique_of;
 use grove_render::names::component_child;
 use kit::{Reader, ReaderExt};
 use kube::ResourceExt;
-use reconcilers::restart::{next_status, stamps};
+use reconcilers::restart::{in_progress, next_status, stamps};
 
 use crate::readiness;
 
 /// Why the restart step failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A Grove object could not be read.
-    #[error("read {kind} {name}: {source}")]
-    Read {
-        /// Its kind.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-        /// The read error.
-        #[source]
-        source: kit::Error,
-    },
+    /// A read failed.
+    #[error(transparent)]
+    Read(#[from] kit::error::ReadFailed),
 }
 
 /// What the restart step decided.
@@ -68,29 +60,21 @@ impl GroveRestart {
         pcs_name: &str,
     ) -> Result<Resolved, Error> {
         let previous = dgd.status.as_ref().and_then(|s| s.restart.as_ref());
-        let id = dgd
-            .spec
-            .restart
-            .as_ref()
-            .map(|r| r.id.as_str())
-            .filter(|id| !id.is_empty());
         let mut finished = BTreeSet::new();
-        if let (Some(id), Some(prev)) = (id, previous)
-            && prev.observed_id.as_deref() == Some(id)
-            && prev.phase == Some(RestartPhase::Restarting)
-            && !prev.in_progress.is_empty()
-        {
+        if let Some((id, in_progress)) = in_progress(dgd) {
             let ns = dgd.namespace();
             let pcs: Option<PodCliqueSet> = self
                 .reader
                 .get(ns.as_deref(), pcs_name)
                 .await
-                .map_err(|source| Error::Read {
-                    kind: "PodCliqueSet",
-                    name: pcs_name.to_string(),
-                    source,
+                .map_err(|source| {
+                    Error::Read(kit::error::ReadFailed {
+                        kind: "PodCliqueSet",
+                        name: pcs_name.to_string(),
+                        source,
+                    })
                 })?;
-            for component in &prev.in_progress {
+            for component in in_progress {
                 let Some(spec) = dgd.spec.component(component) else {
                     // A component that left the graph has nothing left to restart.
                     finished.insert(component.clone());
@@ -142,10 +126,12 @@ impl GroveRestart {
                 .reader
                 .get(ns.as_deref(), &name)
                 .await
-                .map_err(|source| Error::Read {
-                    kind: "PodCliqueScalingGroup",
-                    name: name.clone(),
-                    source,
+                .map_err(|source| {
+                    Error::Read(kit::error::ReadFailed {
+                        kind: "PodCliqueScalingGroup",
+                        name: name.clone(),
+                        source,
+                    })
                 })?;
             readiness::group(&name, g.as_ref()).ready
         } else {
@@ -153,10 +139,12 @@ impl GroveRestart {
                 self.reader
                     .get(ns.as_deref(), &name)
                     .await
-                    .map_err(|source| Error::Read {
-                        kind: "PodClique",
-                        name: name.clone(),
-                        source,
+                    .map_err(|source| {
+                        Error::Read(kit::error::ReadFailed {
+                            kind: "PodClique",
+                            name: name.clone(),
+                            source,
+                        })
                     })?;
             readiness::clique(&name, c.as_ref()).ready
         };

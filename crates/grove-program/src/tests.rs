@@ -19,6 +19,7 @@ use kit::testing::{Double, Verb};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use reconcilers::rollout::EVENT_ROLLING_UPDATE_NOT_SUPPORTED;
+use reconcilers::scaling_adapters;
 use reconcilers::shared::SharedConfig;
 
 use super::*;

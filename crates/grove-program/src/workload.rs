@@ -36,9 +36,10 @@ use grove_render::names::{ComponentChild, component_child, pcs_name};
 use grove_render::{Inputs, RenderError, RestartStamps, Settings, Workers};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kit::{Deleted, Event, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Preconditions, Reader, ReaderExt, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
 use reconcilers::checkpoints::CheckpointInfos;
+use reconcilers::child::Listed;
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -119,30 +120,12 @@ pub enum Error {
         #[source]
         source: kit::Error,
     },
-    /// Reading a Grove child failed.
-    #[error("get {kind} {name}: {source}")]
-    Read {
-        /// Its kind.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-        /// The read error.
-        #[source]
-        source: kit::Error,
-    },
-    /// Scaling a Grove child failed.
-    #[error("scale {kind} {name} to {replicas}: {source}")]
-    Scale {
-        /// Its kind.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-        /// The replicas asked for.
-        replicas: i32,
-        /// The write error.
-        #[source]
-        source: kit::Error,
-    },
+    /// A read failed.
+    #[error(transparent)]
+    Read(#[from] kit::error::ReadFailed),
+    /// Writing a workload's replicas failed.
+    #[error(transparent)]
+    Scale(#[from] kit::error::ScaleFailed),
 }
 
 impl Error {
@@ -370,42 +353,28 @@ impl PodCliqueSetWorkload {
         pcs: &PodCliqueSet,
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
-        let ns = dgd.namespace();
-        let selector = Selector::from_iter([(
-            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
-            dgd.name_any(),
-        )]);
-        let listed: Vec<Service> =
-            self.reader
-                .list(ns.as_deref(), &selector)
-                .await
-                .map_err(|source| Error::Read {
+        let read = |name: &str| {
+            let name = name.to_string();
+            move |source| {
+                Error::Read(kit::error::ReadFailed {
                     kind: "Service",
-                    name: format!("{}=*", labels::DYNAMO_GRAPH_DEPLOYMENT_NAME),
+                    name,
                     source,
-                })?;
-        let mut live: BTreeMap<String, Service> =
-            listed.into_iter().map(|s| (s.name_any(), s)).collect();
+                })
+            }
+        };
+        let mut live = Listed::<Service>::of(&*self.reader, dgd)
+            .await
+            .map_err(read(&format!("{}=*", labels::DYNAMO_GRAPH_DEPLOYMENT_NAME)))?;
         let mut desired = grove_render::services::services(dgd, pcs);
         let names: Vec<String> = desired.iter().map(|s| s.name_any()).collect();
         for service in &mut desired {
             stamp(service);
             let name = service.name_any();
-            let observed = match live.remove(&name) {
-                Some(s) => Some(s),
-                None => self
-                    .reader
-                    .get::<Service>(ns.as_deref(), &name)
-                    .await
-                    .map_err(|source| Error::Read {
-                        kind: "Service",
-                        name: name.clone(),
-                        source,
-                    })?,
-            };
+            let observed = live.take(&*self.reader, &name).await.map_err(read(&name))?;
             self.ensure_service(dgd, service, observed, events).await?;
         }
-        for (name, service) in &live {
+        for (name, service) in live.rest() {
             let component_service = service.labels().contains_key(labels::DYNAMO_COMPONENT);
             if names.contains(name)
                 || !component_service
@@ -509,10 +478,12 @@ impl PodCliqueSetWorkload {
                 .reader
                 .get(ns.as_deref(), &target.name)
                 .await
-                .map_err(|source| Error::Read {
-                    kind: "PodCliqueScalingGroup",
-                    name: target.name.clone(),
-                    source,
+                .map_err(|source| {
+                    Error::Read(kit::error::ReadFailed {
+                        kind: "PodCliqueScalingGroup",
+                        name: target.name.clone(),
+                        source,
+                    })
                 })?;
             Ok(Child::Group(g.map(Box::new)))
         } else {
@@ -520,10 +491,12 @@ impl PodCliqueSetWorkload {
                 self.reader
                     .get(ns.as_deref(), &target.name)
                     .await
-                    .map_err(|source| Error::Read {
-                        kind: "PodClique",
-                        name: target.name.clone(),
-                        source,
+                    .map_err(|source| {
+                        Error::Read(kit::error::ReadFailed {
+                            kind: "PodClique",
+                            name: target.name.clone(),
+                            source,
+                        })
                     })?;
             Ok(Child::Clique(c.map(Box::new)))
         }
@@ -601,12 +574,12 @@ impl PodCliqueSetWorkload {
                 // Deleted since it was read: Grove recreates it; wait for it.
                 Err(e) if e.is_not_found() => missing.push(name.clone()),
                 Err(source) => {
-                    return Err(Error::Scale {
+                    return Err(Error::Scale(kit::error::ScaleFailed {
                         kind,
                         name: name.clone(),
                         replicas: desired,
                         source,
-                    });
+                    }));
                 }
             }
         }

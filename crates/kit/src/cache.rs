@@ -60,7 +60,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::value::RawValue;
 
-use crate::capability::Reader;
+use crate::capability::{Cached, Reader};
 use crate::error::{Error, Result};
 use crate::object::{Deep, decode, key, strip_managed_fields, to_dynamic};
 use crate::served::Served;
@@ -359,14 +359,7 @@ impl Cache {
     /// (and logs a warning if the scope differs). Must happen before [`Cache::run`].
     pub fn watch<K>(&self, api: Api<K>, config: watcher::Config) -> Result<Store<K>>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached,
     {
         self.register(api, config, None)
     }
@@ -386,14 +379,7 @@ impl Cache {
         served: &Served,
     ) -> Result<Store<K>>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached,
     {
         self.register(api, config, Some(served.clone()))
     }
@@ -405,14 +391,7 @@ impl Cache {
         served: Option<Served>,
     ) -> Result<Store<K>>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached,
     {
         let key = kind_key(&K::api_version(&()), &K::kind(&()));
         let namespace = api.namespace().map(str::to_string);
@@ -555,14 +534,7 @@ impl Cache {
     /// `watches_shared_stream` and [`Cache::subscribe`].
     pub fn controller<K>(&self) -> Result<Controller<K>>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached,
     {
         let store = self.watch::<K>(Api::all(self.client()), watcher::Config::default())?;
         Ok(Controller::for_shared_stream(self.subscribe::<K>()?, store))

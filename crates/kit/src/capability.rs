@@ -159,6 +159,11 @@ pub trait EventSink: Send + Sync {
 pub trait Kind: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync {}
 impl<K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync> Kind for K {}
 
+/// Bounds of a kind a watch cache holds and a controller runs on: a [`Kind`] that is also
+/// `Clone + Debug + 'static`.
+pub trait Cached: Kind + Clone + std::fmt::Debug + 'static {}
+impl<K: Kind + Clone + std::fmt::Debug + 'static> Cached for K {}
+
 /// Typed reads over any [`Reader`].
 pub trait ReaderExt: Reader {
     /// The object of kind `K`, or `None`.

@@ -92,3 +92,31 @@ impl From<kube::Error> for Error {
         }
     }
 }
+
+/// A read of one named object that failed: which object, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("read {kind} {name}: {source}")]
+pub struct ReadFailed {
+    /// The object's kind.
+    pub kind: &'static str,
+    /// Its name (or what was listed).
+    pub name: String,
+    /// The read error.
+    #[source]
+    pub source: Error,
+}
+
+/// A write of `spec.replicas` through the scale subresource that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("scale {kind} {name} to {replicas}: {source}")]
+pub struct ScaleFailed {
+    /// The workload's kind.
+    pub kind: &'static str,
+    /// Its name.
+    pub name: String,
+    /// The replicas it was to get.
+    pub replicas: i32,
+    /// The write error.
+    #[source]
+    pub source: Error,
+}

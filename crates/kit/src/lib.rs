@@ -133,13 +133,14 @@ pub mod pki;
 pub mod run;
 pub mod scoped;
 pub mod served;
+pub mod table;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod unreadable;
 
 pub use capability::{
-    Applied, Deleted, EventSink, Kind, Patch, Reader, ReaderExt, StatusWriter, StatusWriterExt,
-    Writer, WriterExt,
+    Applied, Cached, Deleted, EventSink, Kind, Patch, Reader, ReaderExt, StatusWriter,
+    StatusWriterExt, Writer, WriterExt,
 };
 pub use error::{Error, Result};
 pub use kube::api::{Preconditions, PropagationPolicy};

@@ -28,10 +28,10 @@ use kube::core::object::HasStatus;
 use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::{Resource, ResourceExt};
-use serde::{Serialize, de::DeserializeOwned};
+use serde::Serialize;
 use tracing::Instrument;
 
-use crate::capability::{EventSink, StatusWriter};
+use crate::capability::{Cached, EventSink, StatusWriter};
 use crate::error::Error;
 use crate::object::{key_of, resource};
 use crate::outcome::{Failed, Outcome, Reconciled, Retry};
@@ -212,14 +212,7 @@ struct Shared<Ctx, F> {
 
 impl<K> Runner<K>
 where
-    K: Resource<DynamicType = ()>
-        + HasStatus
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Cached + HasStatus,
     K::Status: Serialize + Send + Sync,
 {
     /// Run `controller`, persisting status with `status_writer` and publishing events to `events`

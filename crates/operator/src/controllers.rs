@@ -59,7 +59,6 @@ use kube::runtime::reflector::Store;
 use kube::runtime::{Controller, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use kit::cache::Cache;
@@ -67,7 +66,7 @@ use kit::client::{KubeStatusWriter, KubeWriter};
 use kit::events::Reporter;
 use kit::run::Runner;
 use kit::served::Served;
-use kit::{EventSink, Reader, Reconciled, StatusWriter, Writer};
+use kit::{Cached, EventSink, Reader, Reconciled, StatusWriter, Writer};
 use reconcilers::epp::InferencePool;
 use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 
@@ -102,14 +101,7 @@ impl Wiring<'_> {
     /// serves it.
     fn watch_optional<K>(&self, scope: Scope) -> anyhow::Result<Store<K>>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached + Resource<Scope = NamespaceResourceScope>,
     {
         Ok(self.cache.watch_while_served::<K>(
             self.api::<K>(),
@@ -132,14 +124,7 @@ impl Wiring<'_> {
     /// only the objects labelled with a graph name.
     fn watch<K>(&self, scope: Scope) -> anyhow::Result<Store<K>>
     where
-        K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + Debug
-            + Serialize
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached + Resource<Scope = NamespaceResourceScope>,
     {
         Ok(self
             .cache
@@ -199,14 +184,7 @@ impl Wiring<'_> {
         metrics: &ControllerMetrics,
     ) -> Runner<K>
     where
-        K: Resource<DynamicType = ()>
-            + kube::core::object::HasStatus
-            + Clone
-            + Debug
-            + DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
+        K: Cached + kube::core::object::HasStatus,
         K::Status: Serialize + Send + Sync,
     {
         let metrics = metrics.clone();

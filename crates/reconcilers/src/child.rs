@@ -214,6 +214,72 @@ pub(crate) async fn prune<K: Kind>(
     Ok(())
 }
 
+/// [`prune`] for a kind watched by the graph's label: the graph's objects of kind `K` are
+/// listed by that label (served from the label-selected watch, where a `get` that misses would
+/// go to the API server) and those named in `names` that `dgd` controls are deleted.
+pub(crate) async fn prune_labelled<K: Kind>(
+    reader: &dyn Reader,
+    writer: &dyn Writer,
+    dgd: &DynamoGraphDeployment,
+    names: &[&str],
+    events: &mut Vec<Event>,
+) -> Result<()> {
+    use kit::ReaderExt;
+    let ns = dgd.namespace();
+    let kind = K::kind(&());
+    let selector: kit::Selector = crate::naming::graph_labels(&dgd.name_any())
+        .into_iter()
+        .collect();
+    let listed: Vec<K> = reader
+        .list(ns.as_deref(), &selector)
+        .await
+        .map_err(Error::api(format!("list {kind}")))?;
+    for observed in listed
+        .iter()
+        .filter(|o| names.contains(&o.name_any().as_str()) && is_controlled_by(o.meta(), dgd))
+    {
+        delete_observed(writer, observed).await?;
+        record_deleted(events, &kind, ns.as_deref(), &observed.name_any());
+    }
+    Ok(())
+}
+
+/// A graph's objects of kind `K`, listed by the graph's label (`nvidia.com/dynamo-graph-deployment-name`)
+/// and taken by name as a step converges them; a name the list lacks is read by name (an object
+/// whose labels drifted still holds its name). What no name took is left for pruning.
+pub struct Listed<K> {
+    namespace: Option<String>,
+    objects: BTreeMap<String, K>,
+}
+
+impl<K: Kind> Listed<K> {
+    /// The graph's labelled objects of kind `K` in its namespace.
+    pub async fn of(reader: &dyn Reader, dgd: &DynamoGraphDeployment) -> kit::Result<Self> {
+        use kit::ReaderExt;
+        let namespace = dgd.namespace();
+        let selector: kit::Selector = crate::naming::graph_labels(&dgd.name_any())
+            .into_iter()
+            .collect();
+        let listed: Vec<K> = reader.list(namespace.as_deref(), &selector).await?;
+        let objects = listed.into_iter().map(|o| (o.name_any(), o)).collect();
+        Ok(Listed { namespace, objects })
+    }
+
+    /// The object `name`: taken from the list, else read by name.
+    pub async fn take(&mut self, reader: &dyn Reader, name: &str) -> kit::Result<Option<K>> {
+        use kit::ReaderExt;
+        match self.objects.remove(name) {
+            Some(o) => Ok(Some(o)),
+            None => reader.get(self.namespace.as_deref(), name).await,
+        }
+    }
+
+    /// The listed objects no name took, by name.
+    pub fn rest(&self) -> &BTreeMap<String, K> {
+        &self.objects
+    }
+}
+
 /// Whether a read or write failed because the kind is not served (HTTP 404). An unserved API
 /// group answers `404 page not found` without a Status body, which the capability error does
 /// not classify as NotFound, so both forms count.

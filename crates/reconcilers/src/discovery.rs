@@ -10,8 +10,11 @@
 //!   each worker applies its own, owned by its Pod);
 //! - RoleBinding `<dgd>-k8s-service-discovery-binding` of the Role to the ServiceAccount.
 //!
-//! The ServiceAccount also runs checkpoint capture pods. Turning discovery off leaves existing
-//! objects in place (upstream does the same); they go with the graph.
+//! The ServiceAccount also runs checkpoint capture pods. Turning discovery off renders pods that
+//! name no account; the three objects the graph controls are deleted by [`DiscoveryReconciler::release`]
+//! (RoleBinding first), which the programs call once the graph is Ready again, that is once
+//! every component runs pods of the new spec: deleting the account earlier would revoke the
+//! tokens of the pods still serving (upstream leaves the objects until the graph goes).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -103,13 +106,42 @@ impl DiscoveryReconciler {
         child::record(events, e, "RoleBinding", ns, &rb.name_any());
         Ok(())
     }
+
+    /// When Kubernetes discovery is off, delete the RoleBinding, Role and ServiceAccount the
+    /// graph controls (read from the graph-labelled watches: no request when there is nothing to
+    /// delete). Call it once no pod of the graph runs with the account any more (the graph is
+    /// Ready at its current spec).
+    pub async fn release(&self, dgd: &DynamoGraphDeployment) -> kit::Step<(), Error> {
+        let mut events = Vec::new();
+        let result = if kubernetes_discovery_enabled(self.default_backend, dgd) {
+            Ok(())
+        } else {
+            self.prune(dgd, &mut events).await
+        };
+        kit::Step::new(result, events)
+    }
+
+    async fn prune(&self, dgd: &DynamoGraphDeployment, events: &mut Vec<Event>) -> Result<()> {
+        let (account, role, binding) = names(dgd);
+        let (r, w) = (&*self.reader, &*self.writer);
+        child::prune_labelled::<RoleBinding>(r, w, dgd, &[&binding], events).await?;
+        child::prune_labelled::<Role>(r, w, dgd, &[&role], events).await?;
+        child::prune_labelled::<ServiceAccount>(r, w, dgd, &[&account], events).await
+    }
+}
+
+/// The names of the ServiceAccount, Role and RoleBinding of `dgd`.
+fn names(dgd: &DynamoGraphDeployment) -> (String, String, String) {
+    let account = naming::discovery_service_account(&dgd.name_any());
+    let role = format!("{account}-role");
+    let binding = format!("{account}-binding");
+    (account, role, binding)
 }
 
 /// The discovery ServiceAccount, Role and RoleBinding of `dgd`.
 pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, RoleBinding)> {
-    let dgd_name = dgd.name_any();
-    let account = naming::discovery_service_account(&dgd_name);
-    let mut labels = naming::graph_labels(&dgd_name);
+    let (account, role_name, binding) = names(dgd);
+    let mut labels = naming::graph_labels(&dgd.name_any());
     labels.extend(BTreeMap::from([
         (
             api::labels::APP_MANAGED_BY.to_string(),
@@ -121,7 +153,6 @@ pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, Role
         ),
         (api::labels::APP_NAME.to_string(), account.clone()),
     ]));
-    let role_name = format!("{account}-role");
     let rule = |group: &str, resources: &[&str], verbs: &[&str]| PolicyRule {
         api_groups: Some(vec![group.to_string()]),
         resources: Some(resources.iter().map(|r| r.to_string()).collect()),
@@ -149,7 +180,7 @@ pub fn render(dgd: &DynamoGraphDeployment) -> Result<(ServiceAccount, Role, Role
         ]),
     };
     let rb = RoleBinding {
-        metadata: child::owned_meta(dgd, format!("{account}-binding"), labels)?,
+        metadata: child::owned_meta(dgd, binding, labels)?,
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".into()),
             kind: "Role".into(),
@@ -244,6 +275,55 @@ mod tests {
             .result
             .unwrap();
         assert_eq!(d.writes().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn turning_discovery_off_releases_what_the_graph_controls() {
+        let d = Double::new();
+        let mut g = graph(&d, None);
+        let r = DiscoveryReconciler::new(d.reader(), d.writer(), DiscoveryBackend::Kubernetes);
+        r.reconcile(&g).await.result.unwrap();
+        // A graph-labelled account of the same name family that the graph does not control.
+        let mut foreign: ServiceAccount = d.object(Some("ns"), "g-k8s-service-discovery").unwrap();
+        foreign.metadata.name = Some("g-k8s-service-discovery-binding".into());
+        foreign.metadata.owner_references = None;
+        foreign.metadata.uid = None;
+        foreign.metadata.resource_version = None;
+        d.insert(foreign);
+        g.metadata.annotations = Some(BTreeMap::from([(
+            DYNAMO_DISCOVERY_BACKEND.to_string(),
+            "etcd".to_string(),
+        )]));
+        let g = d.insert(g);
+        d.clear_writes();
+        r.reconcile(&g).await.result.unwrap();
+        assert!(
+            d.writes().is_empty(),
+            "nothing goes before the graph is ready again"
+        );
+        let mut events = Vec::new();
+        r.release(&g).await.events_into(&mut events).unwrap();
+        assert_eq!(
+            reasons(&events),
+            ["RoleBindingDeleted", "RoleDeleted", "ServiceAccountDeleted"]
+        );
+        assert!(
+            d.writes().iter().all(|w| w.verb == Verb::Delete),
+            "{:?}",
+            d.writes()
+        );
+        let (account, role, binding) = names(&g);
+        assert!(d.object::<ServiceAccount>(Some("ns"), &account).is_none());
+        assert!(d.object::<Role>(Some("ns"), &role).is_none());
+        assert!(d.object::<RoleBinding>(Some("ns"), &binding).is_none());
+        assert!(
+            d.object::<ServiceAccount>(Some("ns"), &binding).is_some(),
+            "an object the graph does not control is kept"
+        );
+        d.clear_writes();
+        let mut events = Vec::new();
+        r.release(&g).await.events_into(&mut events).unwrap();
+        assert!(d.writes().is_empty() && events.is_empty());
     }
 
     #[tokio::test]

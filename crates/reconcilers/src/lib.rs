@@ -7,6 +7,7 @@ pub mod child;
 pub mod discovery;
 pub mod epp;
 pub mod error;
+pub mod finish;
 pub mod gms;
 pub mod model_service;
 pub mod naming;

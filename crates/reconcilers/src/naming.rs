@@ -8,7 +8,7 @@ use api::{ComponentType, DynamoComponentDeploymentSharedSpec, DynamoGraphDeploym
 use kube::ResourceExt;
 
 /// The Dynamo runtime namespace used when a component sets `globalDynamoNamespace`.
-pub const GLOBAL_DYNAMO_NAMESPACE: &str = "dynamo";
+pub use api::labels::GLOBAL_DYNAMO_NAMESPACE;
 
 /// Whether a component type runs inference engines (`worker`, `prefill`, `decode`): these are
 /// the components a managed rolling update replaces by worker generation.

@@ -10,6 +10,9 @@
 //!   `storageClassName` when one is given;
 //! - absent otherwise: an error, retried with backoff (the user may create it).
 //!
+//! A PVC whose entry left the spec is **not** deleted (the one exception to pruning: it holds
+//! data, as upstream); garbage collection removes it with the graph.
+//!
 //! Upstream sets `storageClassName: ""` when no class is given, which disables dynamic
 //! provisioning; here the field is left out so the cluster's default class applies.
 

@@ -117,19 +117,10 @@ impl Restart {
         generation: &WorkerGeneration,
     ) -> Result<Resolved, Error> {
         let previous = dgd.status.as_ref().and_then(|s| s.restart.as_ref());
-        let request_id = dgd
-            .spec
-            .restart
-            .as_ref()
-            .map(|r| r.id.as_str())
-            .filter(|id| !id.is_empty());
-        // Only components of the current request that are marked in progress need a read.
+        let request_id = request_id(dgd);
         let mut finished = BTreeSet::new();
-        if let (Some(id), Some(prev)) = (request_id, previous)
-            && prev.observed_id.as_deref() == Some(id)
-            && prev.phase == Some(RestartPhase::Restarting)
-        {
-            for component in &prev.in_progress {
+        if let Some((id, in_progress)) = in_progress(dgd) {
+            for component in in_progress {
                 if self.restarted(dgd, generation, component, id).await? {
                     finished.insert(component.clone());
                 }
@@ -185,6 +176,26 @@ impl Restart {
             stamped && d.is_ready().is_ok()
         }))
     }
+}
+
+/// The graph's restart request id (`spec.restart.id`), when set.
+pub fn request_id(dgd: &DynamoGraphDeployment) -> Option<&str> {
+    dgd.spec
+        .restart
+        .as_ref()
+        .map(|r| r.id.as_str())
+        .filter(|id| !id.is_empty())
+}
+
+/// The current request id and its components marked in progress, when the previous status is
+/// restarting that same request: the only components whose progress needs a read.
+pub fn in_progress(dgd: &DynamoGraphDeployment) -> Option<(&str, &[String])> {
+    let id = request_id(dgd)?;
+    let previous = dgd.status.as_ref()?.restart.as_ref()?;
+    (previous.observed_id.as_deref() == Some(id)
+        && previous.phase == Some(RestartPhase::Restarting)
+        && !previous.in_progress.is_empty())
+    .then_some((id, previous.in_progress.as_slice()))
 }
 
 fn is_terminal(phase: Option<RestartPhase>) -> bool {

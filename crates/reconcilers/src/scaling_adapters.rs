@@ -28,10 +28,11 @@ use api::{
     DynamoGraphDeploymentScalingAdapter, DynamoGraphDeploymentScalingAdapterSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kit::{Deleted, Event, Patch, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Patch, Preconditions, Reader, Writer, WriterExt};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use crate::child;
 use crate::naming;
 
 /// Failure reason of the scaling adapters step.
@@ -91,34 +92,21 @@ impl ScalingAdapters {
         dgd: &DynamoGraphDeployment,
         events: &mut Vec<Event>,
     ) -> Result<(), Error> {
-        let ns = dgd.namespace();
         let owner = dgd
             .controller_owner_ref(&())
             .filter(|o| !o.uid.is_empty())
             .ok_or_else(|| Error::NoUid(dgd.name_any()))?;
-        let selector = Selector::from_iter([(
-            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
-            dgd.name_any(),
-        )]);
-        let listed: Vec<DynamoGraphDeploymentScalingAdapter> = self
-            .reader
-            .list(ns.as_deref(), &selector)
-            .await
-            .map_err(Error::Read)?;
-        let mut existing: BTreeMap<String, DynamoGraphDeploymentScalingAdapter> =
-            listed.into_iter().map(|a| (a.name_any(), a)).collect();
+        let mut existing =
+            child::Listed::<DynamoGraphDeploymentScalingAdapter>::of(&*self.reader, dgd)
+                .await
+                .map_err(Error::Read)?;
 
         for component in &dgd.spec.components {
             let name = naming::component_base_name(&dgd.name_any(), &component.name);
-            let current = match existing.remove(&name) {
-                Some(a) => Some(a),
-                // The list selects by label; an adapter whose labels drifted is still ours.
-                None => self
-                    .reader
-                    .get::<DynamoGraphDeploymentScalingAdapter>(ns.as_deref(), &name)
-                    .await
-                    .map_err(Error::Read)?,
-            };
+            let current = existing
+                .take(&*self.reader, &name)
+                .await
+                .map_err(Error::Read)?;
             match (component.scaling_adapter.is_some(), current) {
                 (true, None) => self.create(dgd, component, &owner, events).await?,
                 (true, Some(current)) => {
@@ -134,7 +122,7 @@ impl ScalingAdapters {
             }
         }
         // Adapters of components that left the graph.
-        for stale in existing.values() {
+        for stale in existing.rest().values() {
             self.delete(dgd, stale, events).await?;
         }
         Ok(())

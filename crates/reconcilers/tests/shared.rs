@@ -264,17 +264,40 @@ async fn shared_resources_on_a_real_api_server() {
     let again = secrets.get(DEFAULT_SECRET_NAME).await.unwrap();
     assert_eq!(again.data.unwrap()[PRIVATE_KEY], private);
 
-    // The graph drops its `epp` component: its InferencePool is deleted (uid precondition).
+    // The graph drops its `epp` component and turns Kubernetes discovery off: its InferencePool,
+    // then (released) its discovery account, Role and RoleBinding are deleted (uid precondition).
     let mut trimmed = dgd.clone();
     trimmed
         .spec
         .components
         .retain(|c| c.r#type != Some(ComponentType::Epp));
+    trimmed.metadata.annotations.get_or_insert_default().insert(
+        api::labels::DYNAMO_DISCOVERY_BACKEND.to_string(),
+        "etcd".to_string(),
+    );
     let mut out = outcome();
     out.take(shared.reconcile(&trimmed).await).unwrap();
     assert!(pools.get_opt("vllm-pool").await.unwrap().is_none());
+    // The discovery objects go when the program's last step releases them (the graph is Ready
+    // again).
+    assert!(!gone(&sas, &naming::discovery_service_account("vllm")).await);
+    let finish = reconcilers::finish::Finish::new(
+        Arc::new(Cache::new(operator.clone())),
+        Arc::new(KubeWriter::new(operator.clone(), FIELD_MANAGER)),
+        reconcilers::discovery::DiscoveryBackend::Kubernetes,
+    );
+    out.take(finish.reconcile(&trimmed, true, true).await)
+        .unwrap();
+    assert!(gone(&sas, &naming::discovery_service_account("vllm")).await);
     let reasons: Vec<_> = out.events.iter().map(|e| e.reason.as_str()).collect();
-    assert!(reasons.contains(&"InferencePoolDeleted"), "{reasons:?}");
+    for deleted in [
+        "InferencePoolDeleted",
+        "RoleBindingDeleted",
+        "RoleDeleted",
+        "ServiceAccountDeleted",
+    ] {
+        assert!(reasons.contains(&deleted), "{reasons:?}");
+    }
 
     // Deleting the graph removes its own children; namespace-wide accounts and the key stay.
     dgds.delete("vllm", &DeleteParams::background())
@@ -282,8 +305,7 @@ async fn shared_resources_on_a_real_api_server() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let owned_gone = gone(&sas, &naming::discovery_service_account("vllm")).await
-            && gone(&cms, "vllm-wait-leader-script").await
+        let owned_gone = gone(&cms, "vllm-wait-leader-script").await
             && gone(
                 &rcts,
                 &naming::resource_claim_template_name("vllm", "VllmDecodeWorker"),

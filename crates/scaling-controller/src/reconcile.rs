@@ -28,38 +28,20 @@ type StatusOf = DynamoGraphDeploymentScalingAdapterStatus;
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Reading the graph or the component's workloads failed.
-    #[error("read {kind} {name}: {source}")]
-    Read {
-        /// The kind read.
-        kind: &'static str,
-        /// Its name (or the component whose workloads were listed).
-        name: String,
-        /// The read error.
-        #[source]
-        source: kit::Error,
-    },
+    /// A read failed.
+    #[error(transparent)]
+    Read(#[from] kit::error::ReadFailed),
     /// Writing a workload's replicas failed.
-    #[error("scale {kind} {name} to {replicas}: {source}")]
-    Scale {
-        /// The workload's kind.
-        kind: &'static str,
-        /// Its name.
-        name: String,
-        /// The replicas it was to get.
-        replicas: i32,
-        /// The write error.
-        #[source]
-        source: kit::Error,
-    },
+    #[error(transparent)]
+    Scale(#[from] kit::error::ScaleFailed),
 }
 
 impl Error {
     /// The `Ready` reason this error is reported with.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Read { .. } => REASON_READ_FAILED,
-            Error::Scale { .. } => REASON_SCALE_FAILED,
+            Error::Read(_) => REASON_READ_FAILED,
+            Error::Scale(_) => REASON_SCALE_FAILED,
         }
     }
 }
@@ -128,10 +110,12 @@ impl ScalingAdapterReconciler {
             .reader
             .get(ns.as_deref(), &target.name)
             .await
-            .map_err(|source| Error::Read {
-                kind: "DynamoGraphDeployment",
-                name: target.name.clone(),
-                source,
+            .map_err(|source| {
+                Error::Read(kit::error::ReadFailed {
+                    kind: "DynamoGraphDeployment",
+                    name: target.name.clone(),
+                    source,
+                })
             })
             .or_fail(&mut out, generation, REASON_READ_FAILED)?;
         let (pathway, component, waiting) =
@@ -217,11 +201,13 @@ impl ScalingAdapterReconciler {
             let result = self
                 .ensure(pathway, ns, &workload, desired)
                 .await
-                .map_err(|source| Error::Scale {
-                    kind: workload.kind,
-                    name: workload.name.clone(),
-                    replicas: desired,
-                    source,
+                .map_err(|source| {
+                    Error::Scale(kit::error::ScaleFailed {
+                        kind: workload.kind,
+                        name: workload.name.clone(),
+                        replicas: desired,
+                        source,
+                    })
                 })?;
             match result {
                 Scaled::Gone => {
@@ -262,13 +248,15 @@ impl ScalingAdapterReconciler {
         dgd: &DynamoGraphDeployment,
         component: &DynamoComponentDeploymentSharedSpec,
     ) -> Result<Vec<Workload>, Error> {
-        let read = |source| Error::Read {
-            kind: match pathway {
-                Pathway::Component => crate::component::KIND,
-                Pathway::Grove => "Grove child",
-            },
-            name: component.name.clone(),
-            source,
+        let read = |source| {
+            Error::Read(kit::error::ReadFailed {
+                kind: match pathway {
+                    Pathway::Component => crate::component::KIND,
+                    Pathway::Grove => "Grove child",
+                },
+                name: component.name.clone(),
+                source,
+            })
         };
         match (pathway, self.grove()) {
             (Pathway::Grove, Some(grove)) => grove.get(dgd, component).await.map_err(read),

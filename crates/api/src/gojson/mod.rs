@@ -214,14 +214,9 @@ fn write_value(out: &mut String, ty: &Ty, value: Option<&Value>) {
         },
         Ty::Slice(inner) => match value.and_then(Value::as_array) {
             Some(items) if !items.is_empty() => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_value(out, inner, Some(item));
-                }
-                out.push(']');
+                write_joined(out, ('[', ']'), items, |out, item| {
+                    write_value(out, inner, Some(item))
+                })
             }
             // Our types cannot tell an absent required list from an empty one (both
             // serialize as `[]`); Go's nil slice is the common case.
@@ -231,16 +226,11 @@ fn write_value(out: &mut String, ty: &Ty, value: Option<&Value>) {
             Some(map) => {
                 let mut keys: Vec<&String> = map.keys().collect();
                 keys.sort();
-                out.push('{');
-                for (i, k) in keys.into_iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
+                write_joined(out, ('{', '}'), keys, |out, k| {
                     write_string(out, k);
                     out.push(':');
                     write_value(out, inner, Some(&map[k]));
-                }
-                out.push('}');
+                });
             }
             None => out.push_str("null"),
         },
@@ -252,22 +242,16 @@ fn write_struct(out: &mut String, name: &str, object: Option<&serde_json::Map<St
     let fields = layout()
         .get(name)
         .unwrap_or_else(|| panic!("gojson layout has no type {name}"));
-    out.push('{');
-    let mut first = true;
-    for f in fields {
+    let written = fields.iter().filter_map(|f| {
         let v = object.and_then(|o| o.get(&f.name));
-        if (f.omitempty && is_empty(&f.ty, v)) || (f.omitzero && is_zero(&f.ty, v)) {
-            continue;
-        }
-        if !first {
-            out.push(',');
-        }
-        first = false;
+        let omitted = (f.omitempty && is_empty(&f.ty, v)) || (f.omitzero && is_zero(&f.ty, v));
+        (!omitted).then_some((f, v))
+    });
+    write_joined(out, ('{', '}'), written, |out, (f, v)| {
         write_string(out, &f.name);
         out.push(':');
         write_value(out, &f.ty, v);
-    }
-    out.push('}');
+    });
 }
 
 /// A value of no known Go type (`raw`): compact, map keys as they come.
@@ -275,28 +259,12 @@ fn write_any(out: &mut String, value: &Value) {
     match value {
         Value::String(s) => write_string(out, s),
         Value::Number(n) => write_number(out, n),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_any(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, k);
-                out.push(':');
-                write_any(out, v);
-            }
-            out.push('}');
-        }
+        Value::Array(items) => write_joined(out, ('[', ']'), items, write_any),
+        Value::Object(map) => write_joined(out, ('{', '}'), map, |out, (k, v)| {
+            write_string(out, k);
+            out.push(':');
+            write_any(out, v);
+        }),
         other => {
             let _ = write!(out, "{other}");
         }
@@ -351,6 +319,23 @@ fn write_string(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+/// `open`, the items separated by commas (each written by `write`), `close`.
+fn write_joined<T>(
+    out: &mut String,
+    (open, close): (char, char),
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut String, T),
+) {
+    out.push(open);
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write(out, item);
+    }
+    out.push(close);
 }
 
 #[cfg(test)]

@@ -50,7 +50,6 @@ mod render;
 
 use std::collections::BTreeMap;
 
-use api::labels;
 use api::v1beta1::ComponentReplicaStatus;
 use kit::child::Applier;
 
@@ -75,13 +74,7 @@ pub const EVENT_DCD_DELETED: &str = "DynamoComponentDeploymentDeleted";
 const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
 
 /// Graph metadata annotations copied onto every pod template that does not set them.
-pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
-    labels::ENABLE_METRICS,
-    labels::DYNAMO_DISCOVERY_BACKEND,
-    labels::DYNAMO_KUBE_DISCOVERY_MODE,
-    labels::DYNAMO_OPERATOR_ORIGIN_VERSION,
-    labels::VLLM_DISTRIBUTED_EXECUTOR_BACKEND,
-];
+pub use api::labels::PROPAGATED_ANNOTATIONS;
 
 /// Why the workloads step failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,16 +1,17 @@
 //! [`Workloads::reconcile`]: observe the graph's DCDs, converge the desired ones, delete the
 //! ones no longer wanted (keeping the generations a rolling update retains).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use api::labels;
 use api::{DynamoComponentDeployment, DynamoGraphDeployment};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::child::{Change, EnsureError, Ownership, is_controlled_by};
-use kit::{Deleted, Event, Preconditions, Reader, ReaderExt, Selector, Writer, WriterExt};
+use kit::{Deleted, Event, Preconditions, Reader, Writer, WriterExt};
 use kube::ResourceExt;
 use reconcilers::checkpoints::CheckpointInfos;
+use reconcilers::child::Listed;
 use reconcilers::naming;
 use reconcilers::restart::RestartStamps;
 use reconcilers::rollout::WorkerGeneration;
@@ -57,34 +58,17 @@ impl Workloads {
         checkpoints: &CheckpointInfos,
         events: &mut Vec<Event>,
     ) -> Result<Report, Error> {
-        let ns = dgd.namespace();
-        let selector = Selector::from_iter([(
-            labels::DYNAMO_GRAPH_DEPLOYMENT_NAME.to_string(),
-            dgd.name_any(),
-        )]);
-        let listed: Vec<DynamoComponentDeployment> = self
-            .reader
-            .list(ns.as_deref(), &selector)
+        let mut live = Listed::<DynamoComponentDeployment>::of(&*self.reader, dgd)
             .await
             .map_err(Error::List)?;
-        let mut live: BTreeMap<String, DynamoComponentDeployment> =
-            listed.into_iter().map(|d| (d.name_any(), d)).collect();
-        let desired = render(dgd, generation, restart, checkpoints, &live)?;
+        let desired = render(dgd, generation, restart, checkpoints, live.rest())?;
         let desired_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
 
         let mut report = Report::default();
         for dcd in &desired {
             let name = dcd.name_any();
             let component = dcd.spec.component.name.clone();
-            // The list selects by label; a DCD whose labels drifted still holds the name.
-            let observed = match live.remove(&name) {
-                Some(d) => Some(d),
-                None => self
-                    .reader
-                    .get::<DynamoComponentDeployment>(ns.as_deref(), &name)
-                    .await
-                    .map_err(Error::List)?,
-            };
+            let observed = live.take(&*self.reader, &name).await.map_err(Error::List)?;
             let current = self.ensure(dgd, dcd, observed, events).await?;
             if let Some(status) = current.status.as_ref().and_then(|s| s.component.clone()) {
                 report.components.insert(component.clone(), status);
@@ -97,7 +81,7 @@ impl Workloads {
         }
         report.readiness.sort_by(|a, b| a.resource.cmp(&b.resource));
 
-        for (name, dcd) in &live {
+        for (name, dcd) in live.rest() {
             if desired_names.contains(name) || !controlled_by(&dcd.metadata, dgd) {
                 continue;
             }

@@ -26,13 +26,7 @@ use crate::{Inputs, RenderError};
 /// `OnDelete` (Grove's values).
 pub const GROVE_UPDATE_STRATEGY: &str = "nvidia.com/grove-update-strategy";
 /// Graph metadata annotations copied onto every clique that does not set them.
-pub const PROPAGATED_ANNOTATIONS: [&str; 5] = [
-    labels::ENABLE_METRICS,
-    labels::DYNAMO_DISCOVERY_BACKEND,
-    labels::DYNAMO_KUBE_DISCOVERY_MODE,
-    labels::DYNAMO_OPERATOR_ORIGIN_VERSION,
-    labels::VLLM_DISTRIBUTED_EXECUTOR_BACKEND,
-];
+pub use api::labels::PROPAGATED_ANNOTATIONS;
 
 /// Render the desired PodCliqueSet of `inputs.dgd`. Pure: no client, no I/O, no clock; the
 /// inputs are not changed; equal inputs give equal output.

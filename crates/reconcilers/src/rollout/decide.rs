@@ -603,25 +603,17 @@ fn phase_name(phase: From) -> &'static str {
 
 /// [`TRANSITIONS`] as the Markdown table of `docs/dgd-reconcile.md`.
 pub fn transitions_markdown() -> String {
-    let mut out = String::from("| from | step | to | when |\n| --- | --- | --- | --- |\n");
-    for t in TRANSITIONS {
-        let from = if t.from == ANY {
-            "any".to_string()
-        } else {
-            t.from
-                .iter()
-                .map(|f| phase_name(*f))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let to = if t.keeps {
+    let to = |t: &Transition| {
+        if t.keeps {
             "unchanged".to_string()
         } else {
             phase_name(t.to).to_string()
-        };
-        out.push_str(&format!("| {from} | {} | {to} | {} |\n", t.step, t.when));
-    }
-    out
+        }
+    };
+    let rows = TRANSITIONS
+        .iter()
+        .map(|t| (t.from, t.step.to_string(), to(t), t.when));
+    kit::table::transitions(rows, ANY, phase_name)
 }
 
 /// Whether moving from `from` to `to` by `step` is in [`TRANSITIONS`].
