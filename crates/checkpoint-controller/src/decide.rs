@@ -188,27 +188,10 @@ pub enum Step {
     Blocked,
 }
 
-impl Step {
-    /// The name used in the state-machine document.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::InvalidSpec => "InvalidSpec",
-            Step::Create => "Create",
-            Step::Recreate => "Recreate",
-            Step::RecreatePending => "RecreatePending",
-            Step::Wait => "Wait",
-            Step::WaitForDeletion => "WaitForDeletion",
-            Step::Succeed => "Succeed",
-            Step::Fail => "Fail",
-            Step::Reuse => "Reuse",
-            Step::Blocked => "Blocked",
-        }
-    }
-}
-
+/// The name used in the state-machine document: the variant's.
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        fmt::Debug::fmt(self, f)
     }
 }
 

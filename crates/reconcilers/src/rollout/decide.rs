@@ -176,25 +176,10 @@ pub enum Step {
     Complete,
 }
 
-impl Step {
-    /// The name used in the state-machine table.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::First => "First",
-            Step::Settled => "Settled",
-            Step::Unsupported => "Unsupported",
-            Step::Start => "Start",
-            Step::Begin => "Begin",
-            Step::Progress => "Progress",
-            Step::Stuck => "Stuck",
-            Step::Complete => "Complete",
-        }
-    }
-}
-
+/// The name used in the state-machine table: the variant's.
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        fmt::Debug::fmt(self, f)
     }
 }
 
