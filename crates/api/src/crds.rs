@@ -22,8 +22,9 @@ use schemars::JsonSchema;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
-/// Where the apiserver sends ConversionReviews for DynamoGraphDeployment (v1alpha1 ⇄
-/// v1beta1).
+/// Where the apiserver sends ConversionReviews (v1alpha1 ⇄ v1beta1) for the kinds served in
+/// both versions: DynamoGraphDeployment, DynamoComponentDeployment and
+/// DynamoGraphDeploymentScalingAdapter.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConversionWebhookConfig {
     /// An in-cluster Service (the operator's webhook Service).
@@ -64,22 +65,42 @@ impl Default for ConversionWebhookConfig {
     }
 }
 
-/// Every CRD this operator installs: DynamoGraphDeployment (v1beta1 storage + v1alpha1, with
-/// the default conversion webhook), DynamoComponentDeployment,
-/// DynamoGraphDeploymentScalingAdapter, DynamoCheckpoint and DynamoWorkerMetadata (written by
+/// Every CRD this operator installs: DynamoGraphDeployment, DynamoComponentDeployment and
+/// DynamoGraphDeploymentScalingAdapter (v1beta1 storage + v1alpha1, as upstream serves them,
+/// with the default conversion webhook), DynamoCheckpoint and DynamoWorkerMetadata (written by
 /// workers for Kubernetes discovery).
 pub fn crds() -> Vec<CustomResourceDefinition> {
     crds_with(&ConversionWebhookConfig::default())
 }
 
-/// [`crds()`] with the DynamoGraphDeployment conversion webhook pointing at `webhook`.
+/// [`crds()`] with the conversion webhooks pointing at `webhook`.
 pub fn crds_with(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinition> {
-    vec![
-        dgd_crd(webhook),
-        lean(dcd::DynamoComponentDeployment::crd()),
-        lean(scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd()),
+    let mut crds = converted_crds(webhook);
+    crds.extend([
         lean(checkpoint::DynamoCheckpoint::crd()),
         lean(worker_metadata::DynamoWorkerMetadata::crd()),
+    ]);
+    crds
+}
+
+/// The CRDs served in v1alpha1 and v1beta1 (storage), each converted by `webhook`:
+/// DynamoGraphDeployment, DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter.
+pub fn converted_crds(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinition> {
+    let both = |alpha: CustomResourceDefinition, beta: CustomResourceDefinition| {
+        let mut crd = lean(merge_crds(vec![alpha, beta], "v1beta1").expect("the versions merge"));
+        crd.spec.conversion = Some(webhook_conversion(webhook));
+        crd
+    };
+    vec![
+        dgd_crd(webhook),
+        both(
+            v1alpha1::dcd::DynamoComponentDeployment::crd(),
+            dcd::DynamoComponentDeployment::crd(),
+        ),
+        both(
+            v1alpha1::scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd(),
+            scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd(),
+        ),
     ]
 }
 

@@ -125,6 +125,68 @@ async fn v1alpha1_objects_are_stored_as_valid_v1beta1() {
     }
 }
 
+/// The graph's children are served in v1alpha1 too, as upstream serves them: written as
+/// v1alpha1, stored as v1beta1 through the webhook, read back in either version; an autoscaler
+/// scaling the v1alpha1 adapter scales the v1beta1 one.
+#[tokio::test]
+async fn v1alpha1_children_are_served_and_converted() {
+    let cp = control_plane().await;
+    let ns = cp.namespace().await;
+    let client = ns.client();
+    let alpha = |kind: &str| dynamic_api(client.clone(), ns.name(), "nvidia.com/v1alpha1", kind);
+    let pp = PatchParams::apply("v1alpha1-client").force();
+    let dcd = serde_json::json!({
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoComponentDeployment",
+        "metadata": {"name": "g-worker"},
+        "spec": {"serviceName": "worker", "componentType": "worker", "backendFramework": "vllm",
+                 "replicas": 2, "dynamoNamespace": "legacy",
+                 "extraPodSpec": {"mainContainer": {"image": "vllm-runtime:1"}}},
+    });
+    alpha("DynamoComponentDeployment")
+        .patch("g-worker", &pp, &Patch::Apply(&dcd))
+        .await
+        .unwrap();
+    let hub = ns
+        .api::<api::DynamoComponentDeployment>()
+        .get("g-worker")
+        .await
+        .unwrap();
+    assert_eq!(hub.spec.component.name, "worker");
+    assert_eq!(hub.spec.component.replicas, Some(2));
+    let back = alpha("DynamoComponentDeployment")
+        .get("g-worker")
+        .await
+        .unwrap();
+    assert_eq!(back.data["spec"], dcd["spec"], "nothing lost");
+
+    let adapter = serde_json::json!({
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeploymentScalingAdapter",
+        "metadata": {"name": "g-worker"},
+        "spec": {"replicas": 1, "dgdRef": {"name": "g", "serviceName": "worker"}},
+    });
+    let adapters = alpha("DynamoGraphDeploymentScalingAdapter");
+    adapters
+        .patch("g-worker", &pp, &Patch::Apply(&adapter))
+        .await
+        .unwrap();
+    let hub: Api<api::DynamoGraphDeploymentScalingAdapter> = ns.api();
+    assert_eq!(
+        hub.get("g-worker")
+            .await
+            .unwrap()
+            .spec
+            .dgd_ref
+            .component_name,
+        "worker"
+    );
+    let scale = serde_json::json!({"spec": {"replicas": 4}});
+    adapters
+        .patch_scale("g-worker", &PatchParams::default(), &Patch::Merge(&scale))
+        .await
+        .unwrap();
+    assert_eq!(hub.get("g-worker").await.unwrap().spec.replicas, 4);
+}
+
 #[tokio::test]
 async fn scaling_adapter_serves_the_scale_subresource() {
     let cp = control_plane().await;

@@ -863,10 +863,11 @@ mod tests {
     /// RBAC of a graph and the shared planner binding carry the selector's label.
     #[test]
     fn role_watches_select_what_the_operator_makes() {
-        let selector: kube::core::Selector = OPERATOR_MANAGED.parse().unwrap();
+        let (key, value) = OPERATOR_MANAGED.split_once('=').unwrap();
+        assert_eq!(key, api::labels::APP_MANAGED_BY);
+        let selector = kube::core::Selector::from_iter([(key, value)]);
         let labels = |m: &ObjectMeta| m.labels.clone().unwrap_or_default();
-        let dgd = api::DynamoGraphDeployment::new("g", Default::default());
-        let mut dgd = dgd;
+        let mut dgd = api::DynamoGraphDeployment::new("g", Default::default());
         dgd.metadata.namespace = Some("ns".into());
         dgd.metadata.uid = Some("u".into());
         let (_, role, binding) = reconcilers::discovery::render(&dgd).unwrap();

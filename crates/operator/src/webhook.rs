@@ -26,7 +26,9 @@ use axum::routing::post;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{ServiceReference, WebhookClientConfig};
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceConversion, CustomResourceDefinition,
+};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
@@ -238,32 +240,41 @@ fn load_authority(secret: &Secret) -> anyhow::Result<kit::pki::Authority> {
     )?)
 }
 
-/// Points the DynamoGraphDeployment CRD's conversion webhook at `endpoint` with `ca_bundle`.
-/// Writes nothing when it already does.
+/// Points the conversion webhook of every CRD served in v1alpha1 and v1beta1 (graphs, DCDs,
+/// scaling adapters) at `endpoint` with `ca_bundle`. Writes nothing where it already does.
 pub async fn ensure_crd_conversion(
     client: Client,
     endpoint: &Endpoint,
     ca_bundle: &str,
 ) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client);
-    let desired = api::crds::dgd_crd(&endpoint.conversion(ca_bundle))
-        .spec
-        .conversion
-        .context("the DGD CRD has a conversion")?;
-    let name = api::crds::dgd_crd(&endpoint.conversion(ca_bundle))
-        .metadata
-        .name
-        .unwrap_or_default();
+    for crd in api::crds::converted_crds(&endpoint.conversion(ca_bundle)) {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let desired = crd
+            .spec
+            .conversion
+            .with_context(|| format!("the CRD {name} has a conversion"))?;
+        ensure_conversion(&crds, &name, &desired, endpoint).await?;
+    }
+    Ok(())
+}
+
+async fn ensure_conversion(
+    crds: &Api<CustomResourceDefinition>,
+    name: &str,
+    desired: &CustomResourceConversion,
+    endpoint: &Endpoint,
+) -> anyhow::Result<()> {
     let current = crds
-        .get_opt(&name)
+        .get_opt(name)
         .await?
         .with_context(|| format!("CRD {name} is not installed"))?;
-    if current.spec.conversion.as_ref() == Some(&desired) {
+    if current.spec.conversion.as_ref() == Some(desired) {
         return Ok(());
     }
     // A merge patch keeps keys it does not mention: clear the client config's other mode
     // (service vs url) explicitly, the apiserver accepts exactly one.
-    let mut conversion = serde_json::to_value(&desired)?;
+    let mut conversion = serde_json::to_value(desired)?;
     if let Some(config) = conversion
         .pointer_mut("/webhook/clientConfig")
         .and_then(|c| c.as_object_mut())
@@ -273,7 +284,7 @@ pub async fn ensure_crd_conversion(
         }
     }
     let patch = serde_json::json!({ "spec": { "conversion": conversion } });
-    crds.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+    crds.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .with_context(|| format!("pointing {name}'s conversion webhook at this operator"))?;
     tracing::info!(crd = %name, ?endpoint, "conversion webhook configured");

@@ -1,5 +1,7 @@
-//! DynamoGraphDeployment conversion between v1alpha1 (`spec.services`) and v1beta1 (the hub,
-//! `spec.components`), and the ConversionReview handler the operator's webhook serves.
+//! Conversion between v1alpha1 and v1beta1 (the hub, the storage version) of the
+//! DynamoGraphDeployment (`spec.services` ⇄ `spec.components`), and of its children
+//! DynamoComponentDeployment and DynamoGraphDeploymentScalingAdapter ([`children`]); and the
+//! ConversionReview handler the operator's webhook serves.
 //!
 //! Represented fields always come from the live source object. What the target version cannot
 //! represent is kept in one private annotation per direction on the converted object, holding
@@ -7,6 +9,8 @@
 //! component by name) where the unit is unchanged since the conversion. Where it changed, the
 //! live fields win and only the fields the other version cannot represent at all are carried
 //! over. Round trips hub → spoke → hub and spoke → hub → spoke are lossless.
+
+pub mod children;
 
 use crate::v1alpha1 as a;
 use crate::v1beta1 as b;
@@ -114,7 +118,8 @@ pub fn preserved_alpha_ingresses(dgd: &b::DynamoGraphDeployment) -> Vec<String> 
         .unwrap_or_default()
 }
 
-/// Converts one object (any served DynamoGraphDeployment version) to `desired_api_version`.
+/// Converts one object (any served version of a kind this webhook converts) to
+/// `desired_api_version`.
 pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, ConversionError> {
     let kind = object["kind"].as_str().unwrap_or_default().to_string();
     let from = object["apiVersion"]
@@ -126,37 +131,37 @@ pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, Conve
         from: from.clone(),
         to: desired_api_version.to_string(),
     };
-    if kind != "DynamoGraphDeployment" {
+    let served = |v: &str| v == V1ALPHA1 || v == V1BETA1;
+    if !served(&from) || !served(desired_api_version) {
         return Err(unsupported());
     }
-    let decode = |what: &str, e| ConversionError::Decode {
-        what: what.to_string(),
-        source: e,
-    };
+    if from == desired_api_version {
+        return Ok(object.clone());
+    }
     // The apiserver also converts partial objects (e.g. the fields one field manager owns,
     // such as only `status`); what is absent stays absent.
     let has_spec = object.get("spec").is_some_and(|s| !s.is_null());
     let has_metadata = object.get("metadata").is_some();
-    let mut input = object.clone();
-    if !has_spec {
-        input["spec"] = serde_json::json!({});
-    }
-    let mut out = match (from.as_str(), desired_api_version) {
-        (f, t) if f == t && (f == V1ALPHA1 || f == V1BETA1) => return Ok(object.clone()),
-        (V1ALPHA1, V1BETA1) => {
-            let src: a::DynamoGraphDeployment =
-                serde_json::from_value(input).map_err(|e| decode(V1ALPHA1, e))?;
-            serde_json::to_value(to_v1beta1(&src)).map_err(|e| decode(V1BETA1, e))?
-        }
-        (V1BETA1, V1ALPHA1) => {
-            let src: b::DynamoGraphDeployment =
-                serde_json::from_value(input).map_err(|e| decode(V1BETA1, e))?;
-            serde_json::to_value(to_v1alpha1(&src)).map_err(|e| decode(V1ALPHA1, e))?
-        }
+    let input = object.clone();
+    let up = from == V1ALPHA1;
+    let mut out = match kind.as_str() {
+        "DynamoGraphDeployment" => typed(input, up, to_v1beta1, to_v1alpha1)?,
+        "DynamoComponentDeployment" => typed(
+            input,
+            up,
+            children::dcd_to_v1beta1,
+            children::dcd_to_v1alpha1,
+        )?,
+        "DynamoGraphDeploymentScalingAdapter" => typed(
+            input,
+            up,
+            children::adapter_to_v1beta1,
+            children::adapter_to_v1alpha1,
+        )?,
         _ => return Err(unsupported()),
     };
     out["apiVersion"] = desired_api_version.into();
-    out["kind"] = "DynamoGraphDeployment".into();
+    out["kind"] = kind.into();
     if let Some(map) = out.as_object_mut() {
         if !has_spec {
             map.remove("spec");
@@ -166,6 +171,43 @@ pub fn convert(object: &Value, desired_api_version: &str) -> Result<Value, Conve
         }
     }
     Ok(out)
+}
+
+/// `input` decoded as the v1alpha1 type `A` and converted `up` to the v1beta1 type `B`, or the
+/// other way round. A partial object without `metadata` or `spec` is decoded with empty ones
+/// (the type's default spec; the caller drops them from the result).
+fn typed<A, B>(
+    mut input: Value,
+    up: bool,
+    to_beta: fn(&A) -> B,
+    to_alpha: fn(&B) -> A,
+) -> Result<Value, ConversionError>
+where
+    A: serde::de::DeserializeOwned + serde::Serialize + Default,
+    B: serde::de::DeserializeOwned + serde::Serialize + Default,
+{
+    let decode = |what: &str, e| ConversionError::Decode {
+        what: what.to_string(),
+        source: e,
+    };
+    if input.get("metadata").is_none() {
+        input["metadata"] = serde_json::json!({});
+    }
+    if input.get("spec").is_none_or(Value::is_null) {
+        let placeholder = if up {
+            serde_json::to_value(A::default())
+        } else {
+            serde_json::to_value(B::default())
+        };
+        input["spec"] = placeholder.map_err(|e| decode("a default spec", e))?["spec"].take();
+    }
+    if up {
+        let src: A = serde_json::from_value(input).map_err(|e| decode(V1ALPHA1, e))?;
+        serde_json::to_value(to_beta(&src)).map_err(|e| decode(V1BETA1, e))
+    } else {
+        let src: B = serde_json::from_value(input).map_err(|e| decode(V1BETA1, e))?;
+        serde_json::to_value(to_alpha(&src)).map_err(|e| decode(V1ALPHA1, e))
+    }
 }
 
 /// Handles a ConversionReview (the body of a `POST /convert`).
@@ -210,10 +252,16 @@ fn set_payload<T: serde::Serialize>(meta: &mut ObjectMeta, key: &str, value: &T)
 }
 
 fn scrubbed(meta: &ObjectMeta) -> ObjectMeta {
+    scrubbed_of(meta, &[ALPHA_SPEC, BETA_SPEC])
+}
+
+/// `meta` without the payload annotations `keys`.
+fn scrubbed_of(meta: &ObjectMeta, keys: &[&str]) -> ObjectMeta {
     let mut meta = meta.clone();
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.remove(ALPHA_SPEC);
-        annotations.remove(BETA_SPEC);
+        for key in keys {
+            annotations.remove(*key);
+        }
         if annotations.is_empty() {
             meta.annotations = None;
         }
@@ -818,25 +866,7 @@ fn status_from_alpha(s: &a::DynamoGraphDeploymentStatus) -> b::DynamoGraphDeploy
         components: s
             .services
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    b::ComponentReplicaStatus {
-                        component_kind: v.component_kind,
-                        component_name: (!v.component_name.is_empty())
-                            .then(|| v.component_name.clone()),
-                        component_names: v.component_names.clone(),
-                        runtime_namespace: v.runtime_namespace.clone(),
-                        gpus_per_engine: v.gpus_per_engine,
-                        gpus_per_replica: v.gpus_per_replica,
-                        replicas: v.replicas,
-                        updated_replicas: v.updated_replicas,
-                        ready_replicas: v.ready_replicas,
-                        available_replicas: v.available_replicas,
-                        scheduled_replicas: v.scheduled_replicas,
-                    },
-                )
-            })
+            .map(|(k, v)| (k.clone(), replica_from_alpha(v)))
             .collect(),
         restart: s.restart.clone(),
         checkpoints: s.checkpoints.clone(),
@@ -858,24 +888,7 @@ fn status_to_alpha(s: &b::DynamoGraphDeploymentStatus) -> a::DynamoGraphDeployme
         services: s
             .components
             .iter()
-            .map(|(k, v)| {
-                (
-                    k.clone(),
-                    a::ServiceReplicaStatus {
-                        component_kind: v.component_kind,
-                        component_name: v.component_name.clone().unwrap_or_default(),
-                        component_names: v.component_names.clone(),
-                        runtime_namespace: v.runtime_namespace.clone(),
-                        gpus_per_engine: v.gpus_per_engine,
-                        gpus_per_replica: v.gpus_per_replica,
-                        replicas: v.replicas,
-                        updated_replicas: v.updated_replicas,
-                        ready_replicas: v.ready_replicas,
-                        available_replicas: v.available_replicas,
-                        scheduled_replicas: v.scheduled_replicas,
-                    },
-                )
-            })
+            .map(|(k, v)| (k.clone(), replica_to_alpha(v)))
             .collect(),
         restart: s.restart.clone(),
         checkpoints: s.checkpoints.clone(),
@@ -886,5 +899,37 @@ fn status_to_alpha(s: &b::DynamoGraphDeploymentStatus) -> a::DynamoGraphDeployme
             updated_services: r.updated_components.clone(),
         }),
         placement: s.placement.clone(),
+    }
+}
+
+fn replica_from_alpha(v: &a::ServiceReplicaStatus) -> b::ComponentReplicaStatus {
+    b::ComponentReplicaStatus {
+        component_kind: v.component_kind,
+        component_name: (!v.component_name.is_empty()).then(|| v.component_name.clone()),
+        component_names: v.component_names.clone(),
+        runtime_namespace: v.runtime_namespace.clone(),
+        gpus_per_engine: v.gpus_per_engine,
+        gpus_per_replica: v.gpus_per_replica,
+        replicas: v.replicas,
+        updated_replicas: v.updated_replicas,
+        ready_replicas: v.ready_replicas,
+        available_replicas: v.available_replicas,
+        scheduled_replicas: v.scheduled_replicas,
+    }
+}
+
+fn replica_to_alpha(v: &b::ComponentReplicaStatus) -> a::ServiceReplicaStatus {
+    a::ServiceReplicaStatus {
+        component_kind: v.component_kind,
+        component_name: v.component_name.clone().unwrap_or_default(),
+        component_names: v.component_names.clone(),
+        runtime_namespace: v.runtime_namespace.clone(),
+        gpus_per_engine: v.gpus_per_engine,
+        gpus_per_replica: v.gpus_per_replica,
+        replicas: v.replicas,
+        updated_replicas: v.updated_replicas,
+        ready_replicas: v.ready_replicas,
+        available_replicas: v.available_replicas,
+        scheduled_replicas: v.scheduled_replicas,
     }
 }
