@@ -171,7 +171,9 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_WEBHOOK_URL", global = true)]
     pub webhook_url: Option<String>,
 
-    /// Point the DynamoGraphDeployment CRD's conversion webhook at this operator at start-up.
+    /// Point the conversion webhook of the CRDs served in v1alpha1 and v1beta1 (graphs, DCDs,
+    /// scaling adapters) at this operator at start-up, and migrate objects stored as v1alpha1 to
+    /// v1beta1 (`storedVersions`).
     #[arg(long, env = "DYNAMO_OPERATOR_MANAGE_CRD_CONVERSION", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub manage_crd_conversion: bool,
 

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod optional_apis;
 pub mod render;
 pub mod restore_webhook;
+pub mod storage_migration;
 pub mod telemetry;
 pub mod triggers;
 pub mod webhook;
@@ -353,6 +354,8 @@ async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
         };
         if args.manage_crd_conversion {
             webhook::ensure_crd_conversion(client.clone(), &endpoint, &tls.ca_bundle).await?;
+            // Objects stored as v1alpha1 are read through the webhook served below.
+            tokio::spawn(storage_migration::run(client.clone()));
         }
         let restorer = if args.checkpoint_restore_webhook {
             Some(start_restore_webhook(&args, &client, &endpoint, &tls.ca_bundle, &stop).await?)
