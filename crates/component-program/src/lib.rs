@@ -139,15 +139,9 @@ impl ComponentProgram {
         out.status.rolling_update = rolled.status;
         let plan = rolled.workers;
 
-        let checkpoints = match out.take(self.shared.reconcile(dgd).await) {
-            Ok(resolved) => {
-                out.status.checkpoints = resolved.statuses;
-                resolved.infos
-            }
-            Err(stopped) => {
-                return Err(stopped.fail(out, generation).map_err(Error::Shared).into());
-            }
-        };
+        let step = self.shared.reconcile(dgd).await;
+        let checkpoints = reconcilers::shared::fold(&mut out, step, generation)
+            .map_err(|failed| Box::new((*failed).map_err(Error::Shared)))?;
 
         if !self.served.serves(&optional::leader_worker_set())
             && let Some(multinode) = dgd.spec.components.iter().find(|c| c.is_multinode())

@@ -197,15 +197,9 @@ impl GroveProgram {
             .map_err(|e| Error::Rollout(rollout::Error::Record(e)))
             .or_fail(&mut out, generation, REASON_ROLLING_UPDATE_FAILED)?;
 
-        let checkpoints = match out.take(self.shared.reconcile(dgd).await) {
-            Ok(resolved) => {
-                out.status.checkpoints = resolved.statuses;
-                resolved.infos
-            }
-            Err(stopped) => {
-                return Err(stopped.fail(out, generation).map_err(Error::Shared).into());
-            }
-        };
+        let step = self.shared.reconcile(dgd).await;
+        let checkpoints = reconcilers::shared::fold(&mut out, step, generation)
+            .map_err(|failed| Box::new((*failed).map_err(Error::Shared)))?;
 
         let restart = self
             .restart

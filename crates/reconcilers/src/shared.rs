@@ -214,6 +214,26 @@ pub struct Stopped {
     pub checkpoints: Option<BTreeMap<String, ComponentCheckpointStatus>>,
 }
 
+/// Fold the shared step's result into a program's outcome `out`: its events, and its
+/// `status.checkpoints` entries (also those resolved before a failure). Returns the checkpoint
+/// infos for rendering, or the outcome marked failed ([`Stopped::fail`]).
+pub fn fold(
+    out: &mut Outcome<DynamoGraphDeploymentStatus>,
+    step: kit::Step<Resolved, Stopped>,
+    generation: i64,
+) -> Result<crate::checkpoints::CheckpointInfos, Box<Failed<DynamoGraphDeploymentStatus, Error>>> {
+    match out.take(step) {
+        Ok(resolved) => {
+            out.status.checkpoints = resolved.statuses;
+            Ok(resolved.infos)
+        }
+        Err(stopped) => {
+            let taken = std::mem::replace(out, Outcome::new(Default::default()));
+            Err(Box::new(stopped.fail(taken, generation)))
+        }
+    }
+}
+
 impl Stopped {
     /// The program's outcome `out` marked failed at `generation` ([`kit::Outcome::fail`]) with
     /// the step's reason, keeping the checkpoint entries resolved before the failure; no retry
