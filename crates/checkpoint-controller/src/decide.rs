@@ -5,8 +5,6 @@
 //! the action, then computes the new phase with [`phase_after`] and checks the move against
 //! [`TRANSITIONS`] (also written down in `docs/checkpoint-state-machine.md`, kept equal by a test).
 
-use std::fmt;
-
 use api::checkpoint::DynamoCheckpointPhase as Phase;
 
 /// One capture attempt of the current identity: the Job it ran and the inputs it ran with.
@@ -186,13 +184,6 @@ pub enum Step {
     Reuse,
     /// [`Action::Blocked`] (or a create that found its name taken).
     Blocked,
-}
-
-/// The name used in the state-machine document: the variant's.
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
 }
 
 /// The create-or-reuse decision.
@@ -431,7 +422,7 @@ pub fn transitions_markdown() -> String {
     };
     let rows = TRANSITIONS
         .iter()
-        .map(|t| (t.from, t.step.to_string(), to(t), t.when));
+        .map(|t| (t.from, format!("{:?}", t.step), to(t), t.when));
     kit::table::transitions(rows, ANY, phase_name)
 }
 
@@ -837,7 +828,7 @@ mod tests {
                 let to = phase_after(step, *from, o.recorded);
                 assert!(
                     allowed(*from, step, to),
-                    "{from:?} --{step}--> {to:?} for {o:?}"
+                    "{from:?} --{step:?}--> {to:?} for {o:?}"
                 );
             }
         }

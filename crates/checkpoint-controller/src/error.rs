@@ -20,7 +20,7 @@ pub enum Error {
         source: kit::Error,
     },
     /// The decision led to a phase change that the state machine does not allow: a bug.
-    #[error("illegal phase transition {from:?} --{step}--> {to:?}")]
+    #[error("illegal phase transition {from:?} --{step:?}--> {to:?}")]
     IllegalTransition {
         /// The phase before.
         from: Option<DynamoCheckpointPhase>,

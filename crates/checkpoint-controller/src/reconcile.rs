@@ -294,7 +294,7 @@ impl CheckpointReconciler {
             }));
         }
         if from != to {
-            tracing::info!(checkpoint = %key(ckpt), from = ?from, to = ?to, step = %done.step, "phase changed");
+            tracing::info!(checkpoint = %key(ckpt), from = ?from, to = ?to, step = ?done.step, "phase changed");
         }
         Ok(out)
     }

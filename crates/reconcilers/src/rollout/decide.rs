@@ -35,7 +35,6 @@
 //! again when it does ([`Decision::requeue_after`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::time::Duration;
 
 use api::common::RollingUpdatePhase as Phase;
@@ -174,13 +173,6 @@ pub enum Step {
     Stuck,
     /// The rollout is complete: the target is recorded, the old generations go.
     Complete,
-}
-
-/// The name used in the state-machine table: the variant's.
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
 }
 
 /// What to do.
@@ -597,7 +589,7 @@ pub fn transitions_markdown() -> String {
     };
     let rows = TRANSITIONS
         .iter()
-        .map(|t| (t.from, t.step.to_string(), to(t), t.when));
+        .map(|t| (t.from, format!("{:?}", t.step), to(t), t.when));
     kit::table::transitions(rows, ANY, phase_name)
 }
 

@@ -687,7 +687,7 @@ fn assert_transition(o: &Observed, d: &Decision) {
     let step = d.step.unwrap();
     assert!(
         allowed(from, step, phase(d)),
-        "{from:?} --{step}--> {:?} not in the table",
+        "{from:?} --{step:?}--> {:?} not in the table",
         phase(d)
     );
 }

@@ -145,7 +145,7 @@ pub enum Error {
         source: kit::Error,
     },
     /// The decision left the state machine (a bug).
-    #[error("illegal rolling update transition {from:?} --{step}--> {to:?}")]
+    #[error("illegal rolling update transition {from:?} --{step:?}--> {to:?}")]
     IllegalTransition {
         /// The phase before.
         from: Option<RollingUpdatePhase>,
