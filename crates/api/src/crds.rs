@@ -86,44 +86,57 @@ pub fn crds_with(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinit
 /// The CRDs served in v1alpha1 and v1beta1 (storage), each converted by `webhook`:
 /// DynamoGraphDeployment, DynamoComponentDeployment, DynamoGraphDeploymentScalingAdapter.
 pub fn converted_crds(webhook: &ConversionWebhookConfig) -> Vec<CustomResourceDefinition> {
-    let both = |alpha: CustomResourceDefinition, beta: CustomResourceDefinition| {
-        let mut crd = lean(merge_crds(vec![alpha, beta], "v1beta1").expect("the versions merge"));
-        crd.spec.conversion = Some(webhook_conversion(webhook));
-        crd
-    };
     vec![
         dgd_crd(webhook),
-        both(
+        converted(
             v1alpha1::dcd::DynamoComponentDeployment::crd(),
             dcd::DynamoComponentDeployment::crd(),
+            webhook,
         ),
-        both(
+        converted(
             v1alpha1::scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd(),
             scaling_adapter::DynamoGraphDeploymentScalingAdapter::crd(),
+            webhook,
         ),
     ]
 }
 
 /// The DynamoGraphDeployment CRD: v1beta1 (storage) and v1alpha1, converted by `webhook`.
 pub fn dgd_crd(webhook: &ConversionWebhookConfig) -> CustomResourceDefinition {
-    let mut crd = dgd_crd_without_conversion();
-    crd.spec.conversion = Some(webhook_conversion(webhook));
-    crd
+    converted(
+        v1alpha1::DynamoGraphDeployment::crd(),
+        v1beta1::DynamoGraphDeployment::crd(),
+        webhook,
+    )
 }
 
 /// The DynamoGraphDeployment CRD with both versions and no conversion strategy (the
 /// apiserver default, `None`). Only useful for inspecting the schemas: with `None` the
 /// apiserver rewrites apiVersion only, which breaks the different v1alpha1 shape.
 pub fn dgd_crd_without_conversion() -> CustomResourceDefinition {
-    let merged = merge_crds(
-        vec![
-            v1alpha1::DynamoGraphDeployment::crd(),
-            v1beta1::DynamoGraphDeployment::crd(),
-        ],
-        "v1beta1",
+    both_versions(
+        v1alpha1::DynamoGraphDeployment::crd(),
+        v1beta1::DynamoGraphDeployment::crd(),
     )
-    .expect("the two DynamoGraphDeployment versions merge");
-    lean(merged)
+}
+
+/// One kind's `alpha` and `beta` CRDs as one, v1beta1 stored, converted by `webhook`.
+fn converted(
+    alpha: CustomResourceDefinition,
+    beta: CustomResourceDefinition,
+    webhook: &ConversionWebhookConfig,
+) -> CustomResourceDefinition {
+    let mut crd = both_versions(alpha, beta);
+    crd.spec.conversion = Some(webhook_conversion(webhook));
+    crd
+}
+
+/// One kind's `alpha` and `beta` CRDs as one, v1beta1 stored, no conversion strategy.
+fn both_versions(
+    alpha: CustomResourceDefinition,
+    beta: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    lean(merge_crds(vec![alpha, beta], "v1beta1").expect("the two versions of a kind merge"))
 }
 
 /// A DynamoGraphDeployment CRD serving only v1alpha1, as its storage version. For tests

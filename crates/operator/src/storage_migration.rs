@@ -25,10 +25,14 @@ const RETRY_FOR: Duration = Duration::from_secs(300);
 
 /// Migrates every CRD served in two versions, retrying while reads fail (the webhook starting).
 pub async fn run(client: Client) {
+    let names: Vec<String> = api::crds::converted_crds(&Default::default())
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
     let deadline = tokio::time::Instant::now() + RETRY_FOR;
     let mut wait = Duration::from_millis(500);
     loop {
-        match migrate_all(client.clone()).await {
+        match migrate_all(client.clone(), &names).await {
             Ok(()) => return,
             Err(error) if tokio::time::Instant::now() < deadline => {
                 tracing::debug!(error = format!("{error:#}"), "storage migration: retrying");
@@ -46,12 +50,11 @@ pub async fn run(client: Client) {
     }
 }
 
-/// One pass over every CRD served in two versions.
-pub async fn migrate_all(client: Client) -> anyhow::Result<()> {
+/// One pass over the CRDs `names` (those served in two versions).
+pub async fn migrate_all(client: Client, names: &[String]) -> anyhow::Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in api::crds::converted_crds(&Default::default()) {
-        let name = crd.name_any();
-        let Some(live) = crds.get_opt(&name).await? else {
+    for name in names {
+        let Some(live) = crds.get_opt(name).await? else {
             continue;
         };
         migrate(&crds, &client, &live)
@@ -92,12 +95,12 @@ async fn migrate(
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let mut params = ListParams::default().limit(PAGE);
     let mut rewritten = 0usize;
+    let empty = serde_json::json!({});
     loop {
         let page = all.list_metadata(&params).await?;
         for object in &page.items {
             let ns = object.namespace().unwrap_or_default();
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
-            let empty = serde_json::json!({});
             match api
                 .patch(
                     &object.name_any(),

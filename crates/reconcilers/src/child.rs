@@ -215,8 +215,8 @@ pub(crate) async fn prune<K: Kind>(
 }
 
 /// [`prune`] for a kind watched by the graph's label: the graph's objects of kind `K` are
-/// listed by that label (served from the label-selected watch, where a `get` that misses would
-/// go to the API server) and those named in `names` that `dgd` controls are deleted.
+/// [`Listed`] by that label (served from the label-selected watch, where a `get` that misses
+/// would go to the API server) and those named in `names` that `dgd` controls are deleted.
 pub(crate) async fn prune_labelled<K: Kind>(
     reader: &dyn Reader,
     writer: &dyn Writer,
@@ -224,19 +224,15 @@ pub(crate) async fn prune_labelled<K: Kind>(
     names: &[&str],
     events: &mut Vec<Event>,
 ) -> Result<()> {
-    use kit::ReaderExt;
-    let ns = dgd.namespace();
     let kind = K::kind(&());
-    let selector: kit::Selector = crate::naming::graph_labels(&dgd.name_any())
-        .into_iter()
-        .collect();
-    let listed: Vec<K> = reader
-        .list(ns.as_deref(), &selector)
+    let listed = Listed::<K>::of(reader, dgd)
         .await
         .map_err(Error::api(format!("list {kind}")))?;
-    for observed in listed
+    let ns = dgd.namespace();
+    for observed in names
         .iter()
-        .filter(|o| names.contains(&o.name_any().as_str()) && is_controlled_by(o.meta(), dgd))
+        .filter_map(|name| listed.rest().get(*name))
+        .filter(|o| is_controlled_by(o.meta(), dgd))
     {
         delete_observed(writer, observed).await?;
         record_deleted(events, &kind, ns.as_deref(), &observed.name_any());

@@ -28,7 +28,7 @@ use api::labels::{
 };
 use api::v1beta1::DynamoComponentDeploymentSharedSpec;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kit::{Event, Reader, ReaderExt, Selector, Writer};
+use kit::{Event, Reader, Writer};
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
@@ -131,14 +131,14 @@ impl EppReconciler {
         events: &mut Vec<Event>,
     ) -> Result<()> {
         let ns = dgd.namespace();
-        let selector: Selector = naming::graph_labels(&dgd.name_any()).into_iter().collect();
-        let pools: Vec<InferencePool> = match self.reader.list(ns.as_deref(), &selector).await {
+        let pools = match child::Listed::<InferencePool>::of(&*self.reader, dgd).await {
             Ok(pools) => pools,
             Err(e) if child::is_not_served(&e) => return Ok(()),
             Err(e) => return Err(Error::api("list InferencePool".to_string())(e)),
         };
         for pool in pools
-            .iter()
+            .rest()
+            .values()
             .filter(|p| child::is_controlled_by(&p.metadata, dgd))
         {
             child::delete_observed(&*self.writer, pool).await?;

@@ -227,10 +227,7 @@ pub fn fold(
             out.status.checkpoints = resolved.statuses;
             Ok(resolved.infos)
         }
-        Err(stopped) => {
-            let taken = std::mem::replace(out, Outcome::new(Default::default()));
-            Err(Box::new(stopped.fail(taken, generation)))
-        }
+        Err(stopped) => Err(Box::new(stopped.fail(std::mem::take(out), generation))),
     }
 }
 
@@ -381,18 +378,10 @@ mod tests {
         s: &SharedResources,
         g: &DynamoGraphDeployment,
         out: &mut Outcome<DynamoGraphDeploymentStatus>,
-    ) -> Result<crate::checkpoints::CheckpointInfos, Failed<DynamoGraphDeploymentStatus, Error>>
+    ) -> Result<crate::checkpoints::CheckpointInfos, Box<Failed<DynamoGraphDeploymentStatus, Error>>>
     {
-        match out.take(s.reconcile(g).await) {
-            Ok(resolved) => {
-                out.status.checkpoints = resolved.statuses;
-                Ok(resolved.infos)
-            }
-            Err(stopped) => {
-                let generation = g.metadata.generation.unwrap_or_default();
-                Err(stopped.fail(std::mem::take(out), generation))
-            }
-        }
+        let generation = g.metadata.generation.unwrap_or_default();
+        fold(out, s.reconcile(g).await, generation)
     }
 
     /// The kinds written, in order, without repeats of the same kind in a row.
