@@ -24,6 +24,17 @@ pub const RESTART_AT: &str = "nvidia.com/restartAt";
 /// Annotation (controller, on every child it applies): hash of the body last applied.
 pub const LAST_APPLIED_HASH: &str = "nvidia.com/last-applied-hash";
 
+/// Annotation (upstream's controller, on every child it syncs): the generation it last wrote.
+/// Upstream writes it beside [`LAST_APPLIED_HASH`]; this operator never does, so a child that
+/// carries it was last written by upstream's operator (see `docs/migration.md`).
+pub const LAST_APPLIED_GENERATION: &str = "nvidia.com/last-applied-generation";
+/// The field manager of upstream's operator: its binary, `manager`, writing with create and
+/// update requests (`managedFields[].operation: Update`).
+pub const UPSTREAM_FIELD_MANAGER: &str = "manager";
+/// The finalizer upstream's controllers put on graphs, DCDs and checkpoints. This operator uses
+/// none; it removes this one from what it adopts.
+pub const UPSTREAM_FINALIZER: &str = "nvidia.com/finalizer";
+
 /// Label: name of the owning DynamoGraphDeployment.
 pub const DYNAMO_GRAPH_DEPLOYMENT_NAME: &str = "nvidia.com/dynamo-graph-deployment-name";
 /// Label: component name.

@@ -40,7 +40,11 @@ pub const FIELD_MANAGER: &str = "dynamo-operator/dcd";
 
 /// How children are converged: server-side apply under [`FIELD_MANAGER`], stamped with
 /// [`LAST_APPLIED_HASH`]; no request when the live child already holds the stamped body.
-const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
+const CHILDREN: Applier = Applier::succeeding(
+    FIELD_MANAGER,
+    LAST_APPLIED_HASH,
+    reconcilers::child::UPSTREAM,
+);
 
 /// `Available` reason when applying or reading the Deployment failed.
 pub const REASON_DEPLOYMENT_SYNC_FAILED: &str = "DeploymentSyncFailed";
@@ -53,6 +57,8 @@ pub const REASON_OWNERSHIP_CONFLICT: &str = "OwnershipConflict";
 /// `Available` reason when the component's checkpoint could not be resolved (the referenced
 /// DynamoCheckpoint is missing, or a Ready one's storage cannot be found): nothing is touched.
 pub const REASON_CHECKPOINT_UNRESOLVED: &str = "CheckpointUnresolved";
+/// `Available` reason when removing upstream's finalizer from a DCD being deleted failed.
+pub const REASON_RELEASE_FINALIZER_FAILED: &str = "ReleaseFinalizerFailed";
 
 /// The kinds of children this controller writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,6 +113,9 @@ pub enum Error {
     /// The component's checkpoint could not be resolved.
     #[error("failed to resolve checkpoint: {0}")]
     Checkpoint(#[source] reconcilers::Error),
+    /// Removing upstream's finalizer from a DCD being deleted failed.
+    #[error("remove finalizer {finalizer}: {0}", finalizer = api::labels::UPSTREAM_FINALIZER)]
+    ReleaseFinalizer(#[source] kit::Error),
     /// Reading, applying or deleting a child failed.
     #[error("{action} {child} {name}: {source}")]
     Sync {
@@ -127,6 +136,7 @@ impl Error {
             Error::Sync { child, .. } => child.failure_reason(),
             Error::ModelService(_) => REASON_SERVICE_SYNC_FAILED,
             Error::Checkpoint(_) => REASON_CHECKPOINT_UNRESOLVED,
+            Error::ReleaseFinalizer(_) => REASON_RELEASE_FINALIZER_FAILED,
         }
     }
 
@@ -226,7 +236,22 @@ impl DcdReconciler {
         let previous = dcd.status.clone().unwrap_or_default();
         let mut out = Outcome::new(previous.clone());
         if dcd.metadata.deletion_timestamp.is_some() {
-            // Garbage collection removes the children; nothing to converge.
+            // Garbage collection removes the children; nothing to converge. A DCD upstream's
+            // operator finalized (the graph's first apply releases that finalizer, but not on a
+            // DCD deleted before) would never go: its finalizer is removed.
+            let released = kit::takeover::release_finalizer(
+                self.writer.as_ref(),
+                dcd,
+                api::labels::UPSTREAM_FINALIZER,
+            )
+            .await;
+            if let Err(error) = released {
+                return Err(Box::new(fail(
+                    out,
+                    generation,
+                    Error::ReleaseFinalizer(error),
+                )));
+            }
             return Ok(out);
         }
         let dcd_key = key(dcd.namespace().as_deref(), &dcd.name_any());

@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::object::{from_dynamic, resource, to_dynamic};
 use crate::outcome::Event;
+use crate::takeover::Predecessor;
 
 /// Read access: get one object, list objects by namespace and labels.
 ///
@@ -114,6 +115,23 @@ pub trait Writer: Send + Sync {
         preconditions: &Preconditions,
         propagation: Option<PropagationPolicy>,
     ) -> Result<Deleted>;
+
+    /// Hand over to `manager` the fields of the object that `predecessor` wrote and `desired`
+    /// sets or it releases ([`crate::takeover`]), with the object's `resourceVersion` as
+    /// precondition; reports whether its `managedFields` changed (no field value does). Writers
+    /// that keep no managed fields have nothing to take over.
+    async fn take_over_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        predecessor: &Predecessor,
+        manager: &str,
+        desired: &Value,
+    ) -> Result<bool> {
+        let _ = (resource, namespace, name, predecessor, manager, desired);
+        Ok(false)
+    }
 
     /// Set `spec.replicas` of the object through its `scale` subresource (a merge patch of
     /// `{"spec":{"replicas":n}}` on `<resource>/<name>/scale`); reports whether anything

@@ -20,7 +20,11 @@
 //!    field of the body with the same value (so drift of a field this manager set, by anyone,
 //!    forces the apply that restores it). Fields only the API server or other managers set
 //!    (defaults, `status`, other labels, other owners' references) are ignored.
-//! 5. **Apply.** Otherwise the stamped body is server-side applied under the field manager,
+//! 5. **Apply.** Otherwise, when the applier succeeds a predecessor
+//!    ([`Applier::succeeding`]) and the live child carries its marker annotation, the fields of
+//!    the predecessor's that the body sets are first handed over to the field manager
+//!    ([`crate::takeover`]: no value changes), so that the apply owns them alone. Then the
+//!    stamped body is server-side applied under the field manager,
 //!    forcing conflicts, and the result reports [`Change::Created`] (there was no live object
 //!    and the apply changed something), [`Change::Updated`] (there was one and the apply changed
 //!    it) or [`Change::Unchanged`] (the apply was a no-op, e.g. an annotation-only drift the
@@ -58,6 +62,7 @@ use sha2::{Digest, Sha256};
 use crate::capability::{Kind, Reader, Writer};
 use crate::error::Error;
 use crate::object::{from_dynamic, key, resource, to_dynamic};
+use crate::takeover::Predecessor;
 
 /// How a controller converges its children: the field manager it applies them with and the
 /// annotation that carries the hash of the applied body. A `const` per controller:
@@ -74,6 +79,7 @@ use crate::object::{from_dynamic, key, resource, to_dynamic};
 pub struct Applier {
     field_manager: Cow<'static, str>,
     hash_annotation: Cow<'static, str>,
+    predecessor: Option<Predecessor>,
 }
 
 /// Who may control an existing child (see [`Applier::ensure`]).
@@ -174,6 +180,21 @@ impl Applier {
         Applier {
             field_manager: Cow::Borrowed(field_manager),
             hash_annotation: Cow::Borrowed(hash_annotation),
+            predecessor: None,
+        }
+    }
+
+    /// An applier as [`Applier::new`] builds it that takes children over from `predecessor`
+    /// (see step 5 of the module docs).
+    pub const fn succeeding(
+        field_manager: &'static str,
+        hash_annotation: &'static str,
+        predecessor: Predecessor,
+    ) -> Self {
+        Applier {
+            field_manager: Cow::Borrowed(field_manager),
+            hash_annotation: Cow::Borrowed(hash_annotation),
+            predecessor: Some(predecessor),
         }
     }
 
@@ -183,6 +204,7 @@ impl Applier {
         Applier {
             field_manager: Cow::Owned(field_manager),
             hash_annotation: Cow::Owned(hash_annotation),
+            predecessor: None,
         }
     }
 
@@ -326,6 +348,23 @@ impl Applier {
                     change: Change::Unchanged,
                 });
             }
+        }
+        if let (Some(live), Some(predecessor)) = (live, &self.predecessor)
+            && live.annotations().contains_key(predecessor.marker)
+        {
+            let body =
+                serde_json::to_value(&desired).map_err(|e| EnsureError::Convert(e.into()))?;
+            writer
+                .take_over_dynamic(
+                    resource,
+                    desired.namespace().as_deref(),
+                    &desired.name_any(),
+                    predecessor,
+                    &self.field_manager,
+                    &body,
+                )
+                .await
+                .map_err(EnsureError::Apply)?;
         }
         let applied = writer
             .apply_dynamic(resource, &desired, Some(&self.field_manager))

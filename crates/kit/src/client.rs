@@ -46,6 +46,7 @@ use crate::cache::{Cache, Gone};
 use crate::capability::{Applied, Deleted, Patch, StatusWriter, Writer, require_name};
 use crate::error::{Error, Result};
 use crate::object::{Deep, key, strip_managed_fields};
+use crate::takeover::{self, Predecessor};
 
 /// The most objects a writer remembers applies of (a few hundred bytes each).
 pub const MEMO_CAPACITY: usize = 65_536;
@@ -337,6 +338,37 @@ impl Writer for KubeWriter {
             object: applied,
             changed,
         })
+    }
+
+    async fn take_over_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        predecessor: &Predecessor,
+        manager: &str,
+        desired: &Value,
+    ) -> Result<bool> {
+        let api = self.api(resource, namespace);
+        let Some(Deep(live)) = api.get_opt(name).await? else {
+            return Ok(false);
+        };
+        let entries = live.metadata.managed_fields.as_deref().unwrap_or_default();
+        let Some(fields) = takeover::transfer(entries, predecessor, manager, desired) else {
+            return Ok(false);
+        };
+        let ops: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": live.resource_version()},
+            {"op": "replace", "path": "/metadata/managedFields", "value": fields},
+        ]))?;
+        let params = PatchParams {
+            field_manager: Some(manager.to_string()),
+            ..PatchParams::default()
+        };
+        api.patch(name, &params, &KubePatch::Json::<()>(ops))
+            .await?;
+        tracing::info!(kind = %resource.kind, object = %key(namespace, name), from = predecessor.manager, "took over the fields we set");
+        Ok(true)
     }
 
     async fn patch_dynamic(

@@ -134,6 +134,7 @@ pub mod run;
 pub mod scoped;
 pub mod served;
 pub mod table;
+pub mod takeover;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod unreadable;

@@ -11,6 +11,8 @@ use kube::api::{ApiResource, DynamicObject, Preconditions, PropagationPolicy};
 use crate::capability::{Applied, Deleted, Patch, Writer};
 use crate::error::{Error, Result};
 use crate::object::resource;
+use crate::takeover::Predecessor;
+use serde_json::Value;
 
 /// A writer for the kinds it was given ([`Scoped::allow`]); a write of any other kind is refused
 /// with [`Error::Forbidden`] before any request is made.
@@ -114,6 +116,21 @@ impl Writer for Scoped {
         self.check(resource)?;
         self.inner
             .delete_dynamic(resource, namespace, name, preconditions, propagation)
+            .await
+    }
+
+    async fn take_over_dynamic(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        predecessor: &Predecessor,
+        manager: &str,
+        desired: &Value,
+    ) -> Result<bool> {
+        self.check(resource)?;
+        self.inner
+            .take_over_dynamic(resource, namespace, name, predecessor, manager, desired)
             .await
     }
 

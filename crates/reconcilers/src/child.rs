@@ -17,6 +17,7 @@ use api::labels::LAST_APPLIED_HASH;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kit::child::{self as converge, Applier, EnsureError};
 use kit::object::{key, resource, to_dynamic};
+use kit::takeover::Predecessor;
 use kit::{Event, Kind, Preconditions, Reader, Writer};
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Resource, ResourceExt};
@@ -27,7 +28,23 @@ use crate::error::{Error, Result};
 pub const FIELD_MANAGER: &str = "dynamo-operator/dgd";
 
 /// How the shared reconcilers converge children.
-const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
+const CHILDREN: Applier = Applier::succeeding(FIELD_MANAGER, LAST_APPLIED_HASH, UPSTREAM);
+
+/// Upstream's operator, as the predecessor whose children every applier of this operator takes
+/// over ([`kit::takeover`]): its children carry `nvidia.com/last-applied-generation`; its
+/// bookkeeping (that annotation and its finalizer) is released, so the first apply removes it.
+pub const UPSTREAM: Predecessor = Predecessor {
+    manager: api::labels::UPSTREAM_FIELD_MANAGER,
+    marker: api::labels::LAST_APPLIED_GENERATION,
+    released: &[
+        &[
+            "f:metadata",
+            "f:annotations",
+            "f:nvidia.com/last-applied-generation",
+        ],
+        &["f:metadata", "f:finalizers", "v:\"nvidia.com/finalizer\""],
+    ],
+};
 
 /// Label value of `app.kubernetes.io/managed-by` on objects this operator creates.
 pub const MANAGED_BY: &str = api::labels::OPERATOR_NAME;
@@ -352,6 +369,24 @@ mod tests {
         assert_eq!(
             event_reason("ServiceAccount", "Updated"),
             "ServiceAccountUpdated"
+        );
+    }
+
+    #[test]
+    fn upstream_releases_its_own_bookkeeping() {
+        let released: Vec<String> = UPSTREAM.released.iter().map(|p| p.join("/")).collect();
+        assert_eq!(
+            released,
+            [
+                format!(
+                    "f:metadata/f:annotations/f:{}",
+                    api::labels::LAST_APPLIED_GENERATION
+                ),
+                format!(
+                    "f:metadata/f:finalizers/v:{}",
+                    serde_json::Value::from(api::labels::UPSTREAM_FINALIZER)
+                ),
+            ]
         );
     }
 }

@@ -2,6 +2,9 @@
 //! status and events for the run loop to persist and publish.
 //!
 //! # One reconcile
+//! 0. A graph upstream's operator left with its finalizer (`nvidia.com/finalizer`) has it
+//!    removed first (a JSON patch testing it is still there): nothing here would ever remove it,
+//!    so the graph could not be deleted.
 //! 1. A graph being deleted gets nothing: its children carry controller owner references, so
 //!    garbage collection removes them (no finalizer is needed, none is added).
 //! 2. **Select the program** ([`select`], the rule below). An unknown recorded provider or an
@@ -90,6 +93,9 @@ pub enum Error {
     /// Recording the provider failed.
     #[error("record the workload provider: {0}")]
     Record(#[source] kit::Error),
+    /// Removing upstream's finalizer failed.
+    #[error("remove finalizer {finalizer}: {0}", finalizer = labels::UPSTREAM_FINALIZER)]
+    ReleaseFinalizer(#[source] kit::Error),
     /// Reading the workloads an unrecorded graph controls failed.
     #[error("list the workloads the graph controls: {0}")]
     Adopt(#[source] kit::Error),
@@ -298,6 +304,23 @@ impl Root {
     ) -> Reconciled<DynamoGraphDeploymentStatus, Error> {
         let generation = dgd.metadata.generation.unwrap_or_default();
         let key = kit::object::key_of(dgd.as_ref());
+        let dgd = match kit::takeover::release_finalizer(
+            self.writer.as_ref(),
+            dgd.as_ref(),
+            labels::UPSTREAM_FINALIZER,
+        )
+        .await
+        {
+            Ok(Some(released)) => Arc::new(released),
+            Ok(None) => dgd,
+            Err(error) => {
+                let mut out = Outcome::new(seeded(&dgd));
+                let failed = Err::<(), _>(Error::ReleaseFinalizer(error))
+                    .or_fail(&mut out, generation, REASON_RECORD_PROVIDER_FAILED)
+                    .unwrap_err();
+                return Err(failed.into());
+            }
+        };
         if dgd.metadata.deletion_timestamp.is_some() {
             tracing::debug!(dgd = %key, "being deleted; garbage collection removes the children");
             return Ok(Outcome::new(dgd.status.clone().unwrap_or_default()));

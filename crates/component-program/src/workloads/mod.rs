@@ -71,7 +71,11 @@ pub const EVENT_DCD_UPDATED: &str = "DynamoComponentDeploymentUpdated";
 pub const EVENT_DCD_DELETED: &str = "DynamoComponentDeploymentDeleted";
 
 /// How DCDs are converged: applied under [`FIELD_MANAGER`], stamped with [`LAST_APPLIED_HASH`].
-const CHILDREN: Applier = Applier::new(FIELD_MANAGER, LAST_APPLIED_HASH);
+const CHILDREN: Applier = Applier::succeeding(
+    FIELD_MANAGER,
+    LAST_APPLIED_HASH,
+    reconcilers::child::UPSTREAM,
+);
 
 /// Graph metadata annotations copied onto every pod template that does not set them.
 pub use api::labels::PROPAGATED_ANNOTATIONS;
