@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod graphs;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
