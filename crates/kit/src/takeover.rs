@@ -317,7 +317,7 @@ mod tests {
         assert_eq!(
             upstream,
             json!({
-                "f:metadata": {"f:labels": {"f:legacy": {}}},
+                "f:metadata": {"f:finalizers": {".": {}}, "f:labels": {"f:legacy": {}}},
                 "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
                     "k:{\"name\":\"sidecar\"}": {".": {}, "f:image": {}},
                 }}}},
@@ -333,7 +333,7 @@ mod tests {
             json!({
                 "f:metadata": {
                     "f:annotations": {".": {}, "f:example.com/last-applied-generation": {}, "f:example.com/hash": {}},
-                    "f:finalizers": {".": {}, "v:\"example.com/finalizer\"": {}},
+                    "f:finalizers": {"v:\"example.com/finalizer\"": {}},
                     "f:labels": {".": {}, "f:app": {}},
                 },
                 "f:spec": {"f:template": {"f:spec": {"f:containers": {

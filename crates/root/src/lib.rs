@@ -874,6 +874,49 @@ mod tests {
         assert!(d.writes().is_empty(), "{:?}", d.writes());
     }
 
+    #[tokio::test]
+    async fn upstreams_finalizer_is_released_and_the_graph_reconciled() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.metadata.finalizers = Some(vec![
+            "example.com/hold".into(),
+            labels::UPSTREAM_FINALIZER.into(),
+        ]);
+        d.insert(g);
+        pass(&d, &root(&d, false)).await.unwrap();
+        assert_eq!(stored(&d).finalizers(), ["example.com/hold"]);
+        assert_eq!(
+            stored(&d).annotations()[labels::WORKLOAD_PROVIDER],
+            "component",
+            "the provider is recorded in the same pass, after the release"
+        );
+        assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn upstreams_finalizer_is_released_from_a_graph_being_deleted() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.metadata.finalizers = Some(vec![labels::UPSTREAM_FINALIZER.into()]);
+        d.insert(g);
+        d.writer()
+            .delete_dynamic(
+                &kit::object::resource::<DynamoGraphDeployment>(),
+                Some("ns"),
+                "g",
+                &Default::default(),
+                None,
+            )
+            .await
+            .unwrap();
+        // The status write after it may find the graph gone; the release is what matters.
+        let _ = pass(&d, &root(&d, false)).await;
+        assert!(
+            d.objects::<DynamoGraphDeployment>().is_empty(),
+            "the graph is gone"
+        );
+    }
+
     /// A workload of the namespace: a DynamoComponentDeployment or a PodCliqueSet named `name`,
     /// controlled by the stored graph when `controlled`.
     fn workload(d: &Double, grove: bool, name: &str, controlled: bool) {
