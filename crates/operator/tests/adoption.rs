@@ -155,7 +155,8 @@ async fn upstream_children_are_adopted_in_place() {
     let after = snapshot(&cp.client(), &kinds, &runs).await;
 
     let report = compare(&before, &after);
-    let writes = Writes::count(&requests);
+    let namespaces: BTreeSet<&str> = runs.iter().map(|r| r.ns.name()).collect();
+    let writes = Writes::count(&requests, &namespaces);
     eprintln!(
         "adoption: {} graphs ({} files x 2 pathways), {} objects before ({} rewritten as upstream's), {} after; created {}, deleted {}, replaced {}, template changes {}, spec changes {}; operator requests: {writes:?}",
         runs.len(),
@@ -494,9 +495,12 @@ struct Writes {
 }
 
 impl Writes {
-    fn count(events: &[AuditEvent]) -> Self {
+    /// The writes among `events` to the graphs' `namespaces` (not the operator's own lease or
+    /// webhook certificate).
+    fn count(events: &[AuditEvent], namespaces: &BTreeSet<&str>) -> Self {
         let mut writes = Writes::default();
-        for e in events.iter().filter(|e| e.is_write()) {
+        let graphs = |e: &&AuditEvent| namespaces.contains(e.namespace.as_str());
+        for e in events.iter().filter(|e| e.is_write()).filter(graphs) {
             if e.resource == "events" {
                 writes.events += 1;
             } else if testkit::audit::created(&e.verb, e.code) {

@@ -80,10 +80,13 @@ pub async fn start(cp: &ControlPlane, file: &PathBuf, pathway: Pathway) -> Run {
     volumes(&cp.client(), ns.name(), &objects).await;
     let objects: Vec<DynamicObject> = objects.into_iter().map(|o| o.within(ns.name())).collect();
     install(&cp.client(), &objects).await;
+    // As the server serves it (v1beta1), whatever version the manifest is written in.
+    let graphs: Api<DynamoGraphDeployment> = ns.api();
+    let graph = graphs.get(&graph(&objects).name_any()).await.unwrap();
     Run {
         file: file_name(file),
         pathway,
-        graph: graph(&objects),
+        graph,
         ns,
     }
 }
