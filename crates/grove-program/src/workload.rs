@@ -316,6 +316,12 @@ impl PodCliqueSetWorkload {
             if matches(observed, desired) {
                 return Ok((observed.clone(), false));
             }
+            reconcilers::child::take_over(self.writer.as_ref(), desired, observed)
+                .await
+                .map_err(|source| Error::Apply {
+                    name: name.clone(),
+                    source,
+                })?;
         }
         let applied = self
             .writer
@@ -408,6 +414,12 @@ impl PodCliqueSetWorkload {
             if matches(observed, service) {
                 return Ok(());
             }
+            reconcilers::child::take_over(self.writer.as_ref(), service, observed)
+                .await
+                .map_err(|source| Error::ApplyService {
+                    name: name.clone(),
+                    source,
+                })?;
         }
         let applied = self
             .writer

@@ -349,20 +349,8 @@ impl Applier {
                 });
             }
         }
-        if let (Some(live), Some(predecessor)) = (live, &self.predecessor)
-            && live.annotations().contains_key(predecessor.marker)
-        {
-            let body =
-                serde_json::to_value(&desired).map_err(|e| EnsureError::Convert(e.into()))?;
-            writer
-                .take_over_dynamic(
-                    resource,
-                    desired.namespace().as_deref(),
-                    &desired.name_any(),
-                    predecessor,
-                    &self.field_manager,
-                    &body,
-                )
+        if let Some(live) = live {
+            self.take_over_dynamic(writer, resource, &desired, live)
                 .await
                 .map_err(EnsureError::Apply)?;
         }
@@ -380,6 +368,54 @@ impl Applier {
             object: applied.object,
             change,
         })
+    }
+}
+
+impl Applier {
+    /// Step 5's handover alone, for a caller that converges `desired` (kind `resource`) by its
+    /// own rule: when this applier succeeds a predecessor and `live` carries its marker, the
+    /// predecessor's fields that `desired` sets are handed over to the field manager
+    /// ([`crate::takeover`]). Whether `managedFields` changed; no request otherwise.
+    pub async fn take_over_dynamic(
+        &self,
+        writer: &dyn Writer,
+        resource: &ApiResource,
+        desired: &DynamicObject,
+        live: &DynamicObject,
+    ) -> Result<bool, Error> {
+        let Some(predecessor) = &self.predecessor else {
+            return Ok(false);
+        };
+        if !live.annotations().contains_key(predecessor.marker) {
+            return Ok(false);
+        }
+        let body = serde_json::to_value(desired)?;
+        writer
+            .take_over_dynamic(
+                resource,
+                desired.namespace().as_deref(),
+                &desired.name_any(),
+                predecessor,
+                &self.field_manager,
+                &body,
+            )
+            .await
+    }
+
+    /// [`Applier::take_over_dynamic`] for typed objects.
+    pub async fn take_over<K: Kind>(
+        &self,
+        writer: &dyn Writer,
+        desired: &K,
+        live: &K,
+    ) -> Result<bool, Error> {
+        self.take_over_dynamic(
+            writer,
+            &resource::<K>(),
+            &to_dynamic(desired)?,
+            &to_dynamic(live)?,
+        )
+        .await
     }
 }
 

@@ -256,7 +256,10 @@ async fn as_upstream_left_it(client: &Client, kinds: &[(ApiResource, bool)], run
             if !written_by_operator(&object) {
                 continue;
             }
-            let stamped = *stamped && !UNSTAMPED_NAMES.contains(&object.name_any().as_str());
+            // Upstream stamps what it syncs where this operator stamps what it applies.
+            let stamped = *stamped
+                && object.annotations().contains_key(HASH)
+                && !UNSTAMPED_NAMES.contains(&object.name_any().as_str());
             let mut value = serde_json::to_value(&object).unwrap();
             upstream_metadata(&ar.kind, stamped, &mut value);
             upstream_ownership(&mut value);

@@ -148,6 +148,13 @@ pub(crate) async fn ensure_dynamic(
     }
 }
 
+/// Hand over to [`FIELD_MANAGER`] the fields upstream's operator wrote on `live` that `desired`
+/// sets, before a caller that converges by its own rule applies `desired`
+/// ([`kit::child::Applier::take_over`]); whether `managedFields` changed.
+pub async fn take_over<K: Kind>(writer: &dyn Writer, desired: &K, live: &K) -> kit::Result<bool> {
+    CHILDREN.take_over(writer, desired, live).await
+}
+
 /// Create `desired` unless an object of its name exists; never update it. Returns the object as
 /// the server holds it and whether this call created it.
 pub(crate) async fn create_once<K: Kind + Clone>(
