@@ -859,16 +859,7 @@ mod tests {
             ..Default::default()
         });
         d.insert(g);
-        d.writer()
-            .delete_dynamic(
-                &kit::object::resource::<DynamoGraphDeployment>(),
-                Some("ns"),
-                "g",
-                &Default::default(),
-                None,
-            )
-            .await
-            .unwrap();
+        delete_graph(&d).await;
         d.clear_writes();
         pass(&d, &root(&d, false)).await.unwrap();
         assert!(d.writes().is_empty(), "{:?}", d.writes());
@@ -899,6 +890,17 @@ mod tests {
         let mut g = graph(&[]);
         g.metadata.finalizers = Some(vec![labels::UPSTREAM_FINALIZER.into()]);
         d.insert(g);
+        delete_graph(&d).await;
+        // The status write after it may find the graph gone; the release is what matters.
+        let _ = pass(&d, &root(&d, false)).await;
+        assert!(
+            d.objects::<DynamoGraphDeployment>().is_empty(),
+            "the graph is gone"
+        );
+    }
+
+    /// Starts the deletion of the stored graph.
+    async fn delete_graph(d: &Double) {
         d.writer()
             .delete_dynamic(
                 &kit::object::resource::<DynamoGraphDeployment>(),
@@ -909,12 +911,6 @@ mod tests {
             )
             .await
             .unwrap();
-        // The status write after it may find the graph gone; the release is what matters.
-        let _ = pass(&d, &root(&d, false)).await;
-        assert!(
-            d.objects::<DynamoGraphDeployment>().is_empty(),
-            "the graph is gone"
-        );
     }
 
     /// A workload of the namespace: a DynamoComponentDeployment or a PodCliqueSet named `name`,
