@@ -42,6 +42,11 @@ pub enum LogFormat {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
+    /// Operator configuration file (`OperatorConfiguration`, docs/configuration.md). A setting
+    /// given on the command line or by its environment variable overrides the file.
+    #[arg(long, env = "DYNAMO_OPERATOR_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+
     /// Kubeconfig file; in-cluster configuration (or $KUBECONFIG) when unset.
     #[arg(long, env = "DYNAMO_OPERATOR_KUBECONFIG", global = true)]
     pub kubeconfig: Option<PathBuf>,
@@ -185,6 +190,30 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_CHECKPOINT_RESTORE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub checkpoint_restore_webhook: bool,
 
+    /// ClusterRole the namespaces' `planner-serviceaccount` is bound to (RoleBinding
+    /// `planner-serviceaccount-binding`).
+    #[arg(long, env = "DYNAMO_OPERATOR_PLANNER_CLUSTER_ROLE", default_value = reconcilers::shared::DEFAULT_PLANNER_CLUSTER_ROLE, global = true)]
+    pub planner_cluster_role: String,
+
+    /// ClusterRole the namespaces' `epp-serviceaccount` is bound to (RoleBinding
+    /// `epp-serviceaccount-binding`).
+    #[arg(long, env = "DYNAMO_OPERATOR_EPP_CLUSTER_ROLE", default_value = reconcilers::shared::DEFAULT_EPP_CLUSTER_ROLE, global = true)]
+    pub epp_cluster_role: String,
+
+    /// Namespace of the MPI SSH key pair (Secret `mpi-run-ssh-secret`) copied into every graph
+    /// namespace that needs it; unset: a key pair is generated per namespace.
+    #[arg(long, env = "DYNAMO_OPERATOR_MPI_SSH_SECRET_NAMESPACE", global = true)]
+    pub mpi_ssh_secret_namespace: Option<String>,
+
+    /// Checkpointing. `false` refuses every graph with a component that enables
+    /// `experimental.checkpoint`, as upstream does.
+    #[arg(long, env = "DYNAMO_OPERATOR_CHECKPOINTS", default_value_t = true, action = clap::ArgAction::Set, global = true)]
+    pub checkpoints: bool,
+
+    /// `terminationDelay` of the PodCliqueSets of the Grove pathway (a Go duration).
+    #[arg(long, env = "DYNAMO_OPERATOR_GROVE_TERMINATION_DELAY", default_value = grove_program::grove_render::DEFAULT_TERMINATION_DELAY, global = true)]
+    pub grove_termination_delay: String,
+
     /// NATS address every Dynamo container gets as `NATS_SERVER` (unset: none; a user env of
     /// that name wins).
     #[arg(
@@ -266,6 +295,26 @@ impl RunArgs {
             etcd_address: self.etcd_address.clone(),
             model_express_url: self.model_express_url.clone(),
             prometheus_endpoint: self.prometheus_endpoint.clone(),
+        }
+    }
+
+    /// The built-in settings (no flag given; environment variables still apply).
+    pub fn defaults() -> Self {
+        <Cli as clap::Parser>::parse_from(["dynamo-operator"]).run
+    }
+
+    /// The shared resources' settings: ClusterRoles, SSH keys, checkpoints, infrastructure.
+    pub fn shared_config(&self) -> reconcilers::shared::SharedConfig {
+        reconcilers::shared::SharedConfig {
+            planner_cluster_role: Some(self.planner_cluster_role.clone()),
+            epp_cluster_role: Some(self.epp_cluster_role.clone()),
+            checkpoints_enabled: self.checkpoints,
+            ssh_keys: Some(reconcilers::ssh_keys::SshKeyConfig {
+                source_namespace: self.mpi_ssh_secret_namespace.clone(),
+                ..Default::default()
+            }),
+            infrastructure: self.infrastructure(),
+            ..Default::default()
         }
     }
 

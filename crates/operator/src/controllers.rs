@@ -500,13 +500,7 @@ fn dgd_controller(
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DGD_MANAGER);
-    let root = root(
-        reader,
-        writer,
-        w.served.clone(),
-        &w.args.infrastructure(),
-        secrets.is_some(),
-    );
+    let root = root(reader, writer, w.served.clone(), w.args, secrets.is_some());
 
     // Every registered kind's trigger stream is consumed here (an unpolled subscriber would
     // stall its watch).
@@ -574,9 +568,10 @@ pub fn root(
     reader: Arc<dyn Reader>,
     writer: Arc<dyn Writer>,
     served: Served,
-    infrastructure: &pod_render::Infrastructure,
+    args: &RunArgs,
     discover_pull_secrets: bool,
 ) -> root::Root {
+    let shared = args.shared_config();
     let mut component_config = component_program::ComponentConfig {
         served: served.clone(),
         rollout: reconcilers::rollout::Config {
@@ -586,15 +581,16 @@ pub fn root(
         },
         ..Default::default()
     };
-    component_config.shared.infrastructure = infrastructure.clone();
+    component_config.shared = shared.clone();
     let component =
         component_program::ComponentProgram::new(reader.clone(), writer.clone(), component_config);
     let mut grove_config = grove_program::GroveConfig {
         discover_pull_secrets,
         ..Default::default()
     };
-    grove_config.render.infrastructure = infrastructure.clone();
-    grove_config.shared.infrastructure = infrastructure.clone();
+    grove_config.render.infrastructure = shared.infrastructure.clone();
+    grove_config.render.termination_delay = Some(args.grove_termination_delay.clone());
+    grove_config.shared = shared;
     let grove = grove_program::GroveProgram::new(reader.clone(), writer.clone(), grove_config);
     root::Root::new(reader, writer, Arc::new(component), Arc::new(grove), served)
 }

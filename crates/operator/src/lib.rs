@@ -22,6 +22,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod config;
 pub mod controllers;
 pub mod metrics;
 pub mod optional_apis;

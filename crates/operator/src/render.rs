@@ -135,6 +135,8 @@ fn graph(text: &str) -> anyhow::Result<DynamoGraphDeployment> {
 /// they wrote.
 async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<Value>> {
     let double = Double::new();
+    // The operator's built-in settings: rendering previews a fresh install.
+    let settings = &crate::cli::RunArgs::defaults();
     // What `deploy/` installs beside the operator and the reconcilers look up.
     for name in [DEFAULT_PLANNER_CLUSTER_ROLE, DEFAULT_EPP_CLUSTER_ROLE] {
         double.insert(ClusterRole {
@@ -161,7 +163,7 @@ async fn converge(dgd: DynamoGraphDeployment, lws: bool) -> anyhow::Result<Vec<V
         double.reader(),
         double.writer(),
         served.clone(),
-        &pod_render::Infrastructure::default(),
+        settings,
         true,
     );
     let dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
