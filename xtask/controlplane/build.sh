@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries used by the test harness from the Go module proxy:
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes), etcd
-# (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), plus kwok's default stages.
+# (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), plus kwok's default stages, and the
+# helm client (helm.sh/helm/v4) the chart's tests run.
 #
 # Usage: build.sh [OUT_DIR]
 # Prints the directory holding the binaries on its last line. Idempotent: when every binary is
@@ -17,7 +18,7 @@ KWOK=$(pinned kwok sigs.k8s.io/kwok)
 [ -n "$K8S" ] && [ -n "$ETCD" ] && [ -n "$KWOK" ] || { echo "build.sh: cannot read pinned versions" >&2; exit 1; }
 OUT=${1:-${HOME}/.cache/dynamo-operator-rs/controlplane/k8s-$K8S-etcd-$ETCD-kwok-$KWOK}
 
-BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwok-stages.yaml)
+BINS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwok-stages.yaml helm)
 complete() { for b in "${BINS[@]}"; do [ -s "$OUT/$b" ] || return 1; done; }
 if complete; then echo "$OUT"; exit 0; fi
 
@@ -47,6 +48,12 @@ if [ ! -s "$OUT/kwok" ] || [ ! -s "$OUT/kwok-stages.yaml" ]; then
     cat "$S/$f.yaml"; echo "---"
   done >"$TMP/kwok-stages.yaml"
   mv "$TMP/kwok" "$OUT/kwok"; mv "$TMP/kwok-stages.yaml" "$OUT/kwok-stages.yaml"
+fi
+
+if [ ! -s "$OUT/helm" ]; then
+  log "building helm $(pinned helm helm.sh/helm/v4)"
+  (cd "$HERE/helm" && go build -trimpath -ldflags "-s -w" -o "$TMP/helm" helm.sh/helm/v4/cmd/helm)
+  mv "$TMP/helm" "$OUT/helm"
 fi
 
 for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do

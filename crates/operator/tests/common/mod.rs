@@ -82,12 +82,17 @@ pub const DEPLOY_RBAC_FILES: &[&str] = &[
 /// plane's folder) of the `dynamo-system/dynamo-operator` ServiceAccount, with a token from the
 /// TokenRequest API: an operator run with it has exactly the deployed RBAC.
 pub async fn deployed_rbac_kubeconfig(cp: &ControlPlane, file: &str) -> PathBuf {
+    let objects: Vec<_> = DEPLOY_RBAC_FILES.iter().flat_map(|f| deploy(f)).collect();
+    install(&cp.client(), &objects).await;
+    account_kubeconfig(cp, "dynamo-system", file).await
+}
+
+/// A kubeconfig (written as `file` in the control plane's folder) of the ServiceAccount
+/// `namespace/dynamo-operator`, with a token from the TokenRequest API.
+pub async fn account_kubeconfig(cp: &ControlPlane, namespace: &str, file: &str) -> PathBuf {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
-    let admin = cp.client();
-    let objects: Vec<_> = DEPLOY_RBAC_FILES.iter().flat_map(|f| deploy(f)).collect();
-    install(&admin, &objects).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "dynamo-system");
+    let accounts: Api<ServiceAccount> = Api::namespaced(cp.client(), namespace);
     let request = TokenRequest {
         spec: Some(TokenRequestSpec {
             expiration_seconds: Some(3600),
