@@ -40,7 +40,7 @@ const EVERY_FIELD: &[Row] = &[
     (
         "server.webhook.certDir",
         "server: {webhook: {certDir: /certs}}",
-        |a| a.webhook_cert_dir.as_deref() == Some(Path::new("/certs")),
+        |a| a.webhook_cert_dir.as_deref() == Some(Path::new("/certs")), // path inside the container
     ),
     (
         "server.webhook.secretName",

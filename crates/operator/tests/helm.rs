@@ -150,7 +150,7 @@ fn the_rendered_configuration_is_the_operators_and_says_what_the_values_say() {
                 assert_eq!(settings.metrics_address.to_string(), "127.0.0.1:8443");
                 assert_eq!(
                     settings.webhook_cert_dir.as_deref(),
-                    Some(Path::new("/etc/dynamo-operator/webhook"))
+                    Some(Path::new("/etc/dynamo-operator/webhook")) // path inside the container
                 );
                 assert_eq!(
                     pod["tolerations"][0]["key"],
