@@ -163,12 +163,64 @@ fn the_rendered_configuration_is_the_operators_and_says_what_the_values_say() {
     }
 }
 
+#[test]
+fn monitoring_objects_follow_the_prometheus_operator_api() {
+    let chart = chart().display().to_string();
+    let kinds = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec![
+            "template",
+            "dynamo-operator",
+            chart.as_str(),
+            "--namespace=dynamo-system",
+        ];
+        args.extend_from_slice(extra);
+        serde_yaml::Deserializer::from_str(&helm(&args))
+            .map(|d| -> Value { serde::Deserialize::deserialize(d).unwrap() })
+            .filter(|o| o["apiVersion"] == "monitoring.coreos.com/v1")
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert!(kinds(&[]).is_empty(), "not served: none");
+    let served = kinds(&["--api-versions=monitoring.coreos.com/v1"]);
+    assert_eq!(
+        served,
+        [
+            "PodMonitor/dynamo-frontend",
+            "PodMonitor/dynamo-worker",
+            "PodMonitor/dynamo-planner",
+            "PodMonitor/dynamo-epp",
+            "ServiceMonitor/dynamo-operator",
+        ]
+    );
+    let off = kinds(&[
+        "--api-versions=monitoring.coreos.com/v1",
+        "--set=monitoring.podMonitors.enabled=false",
+        "--set=monitoring.serviceMonitor.enabled=false",
+    ]);
+    assert!(off.is_empty(), "turned off: {off:?}");
+    assert_eq!(
+        kinds(&["--set=monitoring.serviceMonitor.enabled=true"]),
+        ["ServiceMonitor/dynamo-operator"],
+        "forced on without the API"
+    );
+}
+
 #[tokio::test]
 async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rbac() {
     let cp = testkit::ControlPlane::shared().await;
     let namespace = "dynamo-helm";
     let kubeconfig = cp.write_kubeconfig("helm-admin", &["system:masters"]);
     let chart = chart().display().to_string();
+    // The Prometheus Operator's API is served: the chart adds its PodMonitors and ServiceMonitor.
+    cp.install_crd_files(&testkit::testdata::yaml_files("prometheus-operator-crds"))
+        .await
+        .unwrap();
     // `--take-ownership`: other tests of this control plane install deploy/'s cluster-wide RBAC
     // under the same names.
     helm(&[
@@ -216,6 +268,85 @@ async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rb
         "{}",
         operator.log_text()
     );
+
+    let monitoring = |kind: &str| {
+        let gvk = kube::api::GroupVersionKind::gvk("monitoring.coreos.com", "v1", kind);
+        Api::<kube::api::DynamicObject>::namespaced_with(
+            cp.client(),
+            namespace,
+            &kube::discovery::ApiResource::from_gvk(&gvk),
+        )
+    };
+    let mut pod_monitors: Vec<String> = monitoring("PodMonitor")
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.metadata.name.clone().unwrap())
+        .collect();
+    pod_monitors.sort();
+    assert_eq!(
+        pod_monitors,
+        [
+            "dynamo-epp",
+            "dynamo-frontend",
+            "dynamo-planner",
+            "dynamo-worker"
+        ]
+    );
+    let service_monitor = monitoring("ServiceMonitor")
+        .get("dynamo-operator")
+        .await
+        .unwrap();
+    let selector = &service_monitor.data["spec"]["selector"]["matchLabels"];
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(cp.client(), namespace);
+    let metrics = services.get("dynamo-operator-metrics").await.unwrap();
+    let labels = metrics.metadata.labels.unwrap_or_default();
+    for (key, value) in selector.as_object().unwrap() {
+        assert_eq!(
+            labels.get(key).map(String::as_str),
+            value.as_str(),
+            "the ServiceMonitor selects the metrics Service by {key}"
+        );
+    }
     // The release stays: uninstalling would delete the cluster-wide RBAC later tests of this
     // control plane expect.
+}
+
+#[test]
+fn the_dashboard_queries_only_metrics_the_operator_exposes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/monitoring/grafana-dashboard.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let metrics = std::sync::Arc::new(operator::metrics::Metrics::new());
+    let controller = metrics.controller("dynamographdeployment", 1);
+    controller.enqueued("ns/g".into());
+    controller
+        .start("ns/g")
+        .finish(operator::metrics::ReconcileResult::Success);
+    metrics.set_leader("lease", true);
+    let exposed = metrics.encode();
+    let panels = dashboard["panels"].as_array().unwrap();
+    assert!(!panels.is_empty());
+    for panel in panels {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            let names = expr
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| {
+                    w.starts_with("controller_runtime_")
+                        || w.starts_with("workqueue_")
+                        || w.starts_with("leader_election_")
+                });
+            for name in names {
+                assert!(
+                    exposed.lines().any(|l| l.starts_with(&format!("{name}{{"))
+                        || l.starts_with(&format!("{name} "))),
+                    "panel {:?} queries {name}, which the operator does not expose:\n{exposed}",
+                    panel["title"]
+                );
+            }
+        }
+    }
 }
