@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use crate::optional_apis::{Mode, Policy};
+
 /// Kubernetes operator for NVIDIA Dynamo inference graphs (DynamoGraphDeployment).
 #[derive(Parser, Debug, Clone)]
 #[command(name = "dynamo-operator", version, about)]
@@ -214,6 +216,25 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_GROVE_TERMINATION_DELAY", default_value = grove_program::grove_render::DEFAULT_TERMINATION_DELAY, global = true)]
     pub grove_termination_delay: String,
 
+    /// Grove (`grove.io`): `auto` uses it while served, `on` refuses to start without it,
+    /// `off` never uses it (graphs then take the component pathway).
+    #[arg(long, env = "DYNAMO_OPERATOR_GROVE_API", value_enum, default_value_t = Mode::Auto, global = true)]
+    pub grove_api: Mode,
+
+    /// LeaderWorkerSet (`leaderworkerset.x-k8s.io`) for multinode components: auto, on, off.
+    #[arg(long, env = "DYNAMO_OPERATOR_LWS_API", value_enum, default_value_t = Mode::Auto, global = true)]
+    pub lws_api: Mode,
+
+    /// Dynamic Resource Allocation (`resource.k8s.io/v1`) for the GPU memory service and
+    /// failover: auto, on, off.
+    #[arg(long, env = "DYNAMO_OPERATOR_DRA_API", value_enum, default_value_t = Mode::Auto, global = true)]
+    pub dra_api: Mode,
+
+    /// The Gateway API Inference Extension (`inference.networking.k8s.io`, InferencePool) for
+    /// EPP components: auto, on, off.
+    #[arg(long, env = "DYNAMO_OPERATOR_GAIE_API", value_enum, default_value_t = Mode::Auto, global = true)]
+    pub gaie_api: Mode,
+
     /// NATS address every Dynamo container gets as `NATS_SERVER` (unset: none; a user env of
     /// that name wins).
     #[arg(
@@ -295,6 +316,16 @@ impl RunArgs {
             etcd_address: self.etcd_address.clone(),
             model_express_url: self.model_express_url.clone(),
             prometheus_endpoint: self.prometheus_endpoint.clone(),
+        }
+    }
+
+    /// Which optional APIs the operator uses.
+    pub fn api_policy(&self) -> Policy {
+        Policy {
+            grove: self.grove_api,
+            lws: self.lws_api,
+            dra: self.dra_api,
+            gaie: self.gaie_api,
         }
     }
 

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::RunArgs;
+use crate::optional_apis::Mode;
 
 /// `apiVersion` of the file.
 pub const API_VERSION: &str = "operator.config.dynamo.nvidia.com/v1alpha1";
@@ -45,6 +46,12 @@ pub struct OperatorConfiguration {
     /// Workload orchestrators.
     #[serde(default)]
     pub orchestrators: Orchestrators,
+    /// Dynamic Resource Allocation.
+    #[serde(default)]
+    pub dra: Switch,
+    /// The Gateway API Inference Extension (InferencePool).
+    #[serde(default)]
+    pub gaie: Switch,
     /// Infrastructure endpoints rendered into Dynamo pods.
     #[serde(default)]
     pub infrastructure: Infrastructure,
@@ -124,12 +131,30 @@ pub struct Namespace {
 pub struct Orchestrators {
     /// Grove.
     pub grove: Option<Grove>,
+    /// LeaderWorkerSet.
+    pub lws: Option<Switch>,
+}
+
+/// An optional API: unset uses it while served, `true` requires it, `false` never uses it.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Switch {
+    /// On, off, or unset (auto).
+    pub enabled: Option<bool>,
+}
+
+impl Switch {
+    fn mode(&self) -> Option<Mode> {
+        self.enabled.map(|on| if on { Mode::On } else { Mode::Off })
+    }
 }
 
 /// `orchestrators.grove`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Grove {
+    /// Unset uses Grove while served, `true` requires it, `false` never uses it.
+    pub enabled: Option<bool>,
     /// PodCliqueSets' `terminationDelay` (a Go duration such as `15m`).
     pub termination_delay: Option<GoDuration>,
 }
@@ -401,6 +426,26 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
     set("grove_termination_delay", &mut |a| {
         some(&mut a.grove_termination_delay, &delay)
     });
+    let grove = Switch {
+        enabled: config.orchestrators.grove.as_ref().and_then(|g| g.enabled),
+    };
+    let lws = config.orchestrators.lws.clone().unwrap_or_default();
+    for (id, switch, target) in [
+        (
+            "grove_api",
+            &grove,
+            (|a: &mut RunArgs| &mut a.grove_api) as fn(&mut RunArgs) -> &mut Mode,
+        ),
+        ("lws_api", &lws, |a| &mut a.lws_api),
+        ("dra_api", &config.dra, |a| &mut a.dra_api),
+        ("gaie_api", &config.gaie, |a| &mut a.gaie_api),
+    ] {
+        set(id, &mut |a| {
+            if let Some(mode) = switch.mode() {
+                *target(a) = mode
+            }
+        });
+    }
 }
 
 /// `current` with the file's address and port where it sets them.

@@ -18,6 +18,22 @@ type Row = (&'static str, &'static str, fn(&RunArgs) -> bool);
 
 const EVERY_FIELD: &[Row] = &[
     (
+        "orchestrators.grove.enabled",
+        "orchestrators: {grove: {enabled: false}}",
+        |a| a.api_policy().grove == crate::optional_apis::Mode::Off,
+    ),
+    (
+        "orchestrators.lws.enabled",
+        "orchestrators: {lws: {enabled: true}}",
+        |a| a.api_policy().lws == crate::optional_apis::Mode::On,
+    ),
+    ("dra.enabled", "dra: {enabled: false}", |a| {
+        a.api_policy().dra == crate::optional_apis::Mode::Off
+    }),
+    ("gaie.enabled", "gaie: {enabled: true}", |a| {
+        a.api_policy().gaie == crate::optional_apis::Mode::On
+    }),
+    (
         "server.metrics.bindAddress",
         "server: {metrics: {bindAddress: 10.0.0.1}}",
         |a| a.metrics_address.ip().to_string() == "10.0.0.1",
@@ -157,7 +173,9 @@ fn every_field_is_in_the_table() {
         "server: {metrics: {bindAddress: 0.0.0.0, port: 1}, webhook: {host: 0.0.0.0, port: 1, certDir: d, secretName: s, serviceName: s}}
 leaderElection: {enabled: true, id: i, namespace: n}
 namespace: {restricted: r}
-orchestrators: {grove: {terminationDelay: 1m}}
+orchestrators: {grove: {enabled: true, terminationDelay: 1m}, lws: {enabled: true}}
+dra: {enabled: true}
+gaie: {enabled: true}
 infrastructure: {natsAddress: a, etcdAddress: a, modelExpressURL: a, prometheusEndpoint: a}
 rbac: {plannerClusterRoleName: a, eppClusterRoleName: a, dgdrProfilingClusterRoleName: a}
 mpi: {sshSecretName: mpi-run-ssh-secret, sshSecretNamespace: a}

@@ -409,7 +409,12 @@ pub fn build(
         dcd_queue,
         dcd_metrics,
     };
-    let follow = optional_apis::follow(wiring.client.clone(), wiring.served.clone(), requeue);
+    let follow = optional_apis::follow(
+        wiring.client.clone(),
+        wiring.served.clone(),
+        requeue,
+        wiring.args.api_policy(),
+    );
     let stop = wiring.stop.clone();
     futures.push(
         async move {

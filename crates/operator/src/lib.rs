@@ -137,7 +137,12 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> anyhow::Result<E
 
     let cache = kit::cache::Cache::new(client.clone());
     let stop = CancellationToken::new();
-    let Some(served) = until(&shutdown, optional_apis::discover(&client)).await else {
+    let Some(served) = until(
+        &shutdown,
+        optional_apis::discover(&client, &args.api_policy()),
+    )
+    .await
+    else {
         tasks.stop(None).await;
         return Ok(Exit::Shutdown);
     };

@@ -99,6 +99,63 @@ pub const OPTIONAL: [OptionalApi; 6] = [
     },
 ];
 
+/// Whether the operator uses an optional API: as discovered, never, or always (refusing to start
+/// without it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Used while the cluster serves it (the default).
+    #[default]
+    Auto,
+    /// Required: the operator refuses to start without it.
+    On,
+    /// Never used, served or not.
+    Off,
+}
+
+/// The mode of each optional API group (the configuration's `orchestrators.grove.enabled`,
+/// `orchestrators.lws.enabled`, `dra.enabled`, `gaie.enabled`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// `grove.io`: PodCliqueSet, PodClique, PodCliqueScalingGroup.
+    pub grove: Mode,
+    /// `leaderworkerset.x-k8s.io`: LeaderWorkerSet.
+    pub lws: Mode,
+    /// `resource.k8s.io`: ResourceClaimTemplate.
+    pub dra: Mode,
+    /// `inference.networking.k8s.io`: InferencePool.
+    pub gaie: Mode,
+}
+
+impl Policy {
+    /// The mode of `resource`'s API group, and the setting that sets it.
+    fn mode(&self, resource: &ApiResource) -> (Mode, &'static str) {
+        match resource.group.as_str() {
+            "grove.io" => (self.grove, "--grove-api (orchestrators.grove.enabled)"),
+            "leaderworkerset.x-k8s.io" => (self.lws, "--lws-api (orchestrators.lws.enabled)"),
+            "resource.k8s.io" => (self.dra, "--dra-api (dra.enabled)"),
+            "inference.networking.k8s.io" => (self.gaie, "--gaie-api (gaie.enabled)"),
+            _ => (Mode::Auto, ""),
+        }
+    }
+
+    /// Whether the operator uses `resource`, given whether the cluster serves it.
+    pub fn uses(&self, resource: &ApiResource, served: bool) -> bool {
+        served && self.mode(resource).0 != Mode::Off
+    }
+
+    /// An error when `resource` is required and not served.
+    pub fn check(&self, resource: &ApiResource, served: bool) -> anyhow::Result<()> {
+        match self.mode(resource) {
+            (Mode::On, setting) if !served => anyhow::bail!(
+                "{setting} is on, but the cluster does not serve {}",
+                kit::cache::resource_key(resource)
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Whether the API server's discovery lists the kind of `resource`.
 async fn discovered(client: &Client, resource: &ApiResource) -> Result<bool, kube::Error> {
     let path = format!("/apis/{}/{}", resource.group, resource.version);
@@ -112,14 +169,17 @@ async fn discovered(client: &Client, resource: &ApiResource) -> Result<bool, kub
     }
 }
 
-/// The optional kinds the cluster serves now, from discovery.
-pub async fn discover(client: &Client) -> anyhow::Result<Served> {
+/// The optional kinds the operator uses now: those discovery finds served, as `policy` allows.
+/// A kind `policy` requires and the cluster does not serve is an error.
+pub async fn discover(client: &Client, policy: &Policy) -> anyhow::Result<Served> {
     let served = Served::new();
     for api in OPTIONAL {
         let resource = (api.resource)();
-        served.set(&resource, discovered(client, &resource).await?);
+        let found = discovered(client, &resource).await?;
+        policy.check(&resource, found)?;
+        served.set(&resource, policy.uses(&resource, found));
     }
-    tracing::info!(served = ?served.kinds(), "optional APIs");
+    tracing::info!(served = ?served.kinds(), ?policy, "optional APIs");
     Ok(served)
 }
 
@@ -213,9 +273,13 @@ where
     sent
 }
 
-/// Records `served` for `resource`; on a change, says so and re-queues what waits for it.
-fn update(set: &Served, requeue: &Requeue, resource: &ApiResource, served: bool) {
-    if !set.set(resource, served) {
+/// Records `served` for `resource` as `policy` allows; on a change, says so and re-queues what
+/// waits for it. A required API that goes away is logged as an error (and no longer used).
+fn update(set: &Served, requeue: &Requeue, policy: &Policy, resource: &ApiResource, served: bool) {
+    if let Err(error) = policy.check(resource, served) {
+        tracing::error!(%error, "a required optional API went away");
+    }
+    if !set.set(resource, policy.uses(resource, served)) {
         return;
     }
     let (graphs, dcds) = requeue.waiting_for(resource);
@@ -238,7 +302,7 @@ enum Seen {
 /// Keeps `served` current from the CRDs and APIServices that provide the optional kinds, and
 /// re-queues what waits for a kind whose served state changed. Runs until the watches end (they
 /// do not, in normal operation: run it next to the controllers).
-pub async fn follow(client: Client, served: Served, requeue: Requeue) {
+pub async fn follow(client: Client, served: Served, requeue: Requeue, policy: Policy) {
     let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let api_services: Api<APIService> = Api::all(client.clone());
@@ -276,7 +340,7 @@ pub async fn follow(client: Client, served: Served, requeue: Requeue) {
                 if let Some(now) = observe(&event, filter, &mut listing, i, |crd| {
                     crd_serves(crd, &resource)
                 }) {
-                    update(&served, &requeue, &resource, now);
+                    update(&served, &requeue, &policy, &resource, now);
                 }
             }
             Seen::ApiService(i, event) => {
@@ -287,7 +351,7 @@ pub async fn follow(client: Client, served: Served, requeue: Requeue) {
                 // The APIService says something changed; discovery says what is served.
                 if observe(&event, filter, &mut listing, i, |_| true).is_some() {
                     match discovered(&client, &resource).await {
-                        Ok(now) => update(&served, &requeue, &resource, now),
+                        Ok(now) => update(&served, &requeue, &policy, &resource, now),
                         Err(error) => tracing::warn!(
                             kind = %kit::cache::resource_key(&resource),
                             %error,
@@ -387,6 +451,45 @@ mod tests {
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
         c
+    }
+
+    #[test]
+    fn the_policy_decides_what_is_used_and_what_is_required() {
+        let grove = kit::object::resource::<PodCliqueSet>();
+        let pool = optional::inference_pool();
+        let cases = [
+            // (mode, served) -> (used, start refused)
+            (Mode::Auto, true, true, false),
+            (Mode::Auto, false, false, false),
+            (Mode::On, true, true, false),
+            (Mode::On, false, false, true),
+            (Mode::Off, true, false, false),
+            (Mode::Off, false, false, false),
+        ];
+        for (mode, served, used, refused) in cases {
+            let policy = Policy {
+                grove: mode,
+                ..Policy::default()
+            };
+            assert_eq!(policy.uses(&grove, served), used, "{mode:?} {served}");
+            assert_eq!(
+                policy.check(&grove, served).is_err(),
+                refused,
+                "{mode:?} {served}"
+            );
+            assert!(policy.uses(&pool, true), "other groups stay auto");
+        }
+        let error = Policy {
+            gaie: Mode::On,
+            ..Policy::default()
+        }
+        .check(&pool, false)
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.starts_with("--gaie-api (gaie.enabled) is on"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -325,6 +325,10 @@ fn the_dashboard_queries_only_metrics_the_operator_exposes() {
     controller
         .start("ns/g")
         .finish(operator::metrics::ReconcileResult::Success);
+    // Every series exists once it has a sample: an error gives the error counter one.
+    controller
+        .start("ns/h")
+        .finish(operator::metrics::ReconcileResult::Error);
     metrics.set_leader("lease", true);
     let exposed = metrics.encode();
     let panels = dashboard["panels"].as_array().unwrap();
