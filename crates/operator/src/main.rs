@@ -33,10 +33,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Render(args) => {
             let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-            match runtime.block_on(operator::render::render(
-                &args,
-                cli.run.namespace.as_deref(),
-            )) {
+            match runtime.block_on(operator::render::render(&args, &cli.run)) {
                 Ok(text) => {
                     print!("{text}");
                     std::process::ExitCode::SUCCESS
