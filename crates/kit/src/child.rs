@@ -510,7 +510,8 @@ fn set_covers(live: &Value, desired: &Value) -> bool {
     }
 }
 
-fn numbers_equal(a: &Number, b: &Number) -> bool {
+/// Equal numbers: integers exactly, others by value (`1` and `1.0` are equal).
+pub(crate) fn numbers_equal(a: &Number, b: &Number) -> bool {
     if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
         return x == y;
     }

@@ -20,6 +20,7 @@ use kube::ResourceExt;
 use serde_json::{Map, Value, json};
 
 use crate::capability::{Kind, Patch, Writer, WriterExt};
+use crate::child::numbers_equal;
 use crate::error::Error;
 use crate::object::key;
 
@@ -156,14 +157,16 @@ fn overlap(
         if desired.is_none() && released.is_none() {
             continue;
         }
-        let children = sub.as_object().cloned().unwrap_or_default();
-        if children.is_empty() || key == "." {
-            out.insert(key.clone(), sub.clone());
-            continue;
-        }
-        let inner = overlap(&children, desired, released);
-        if !inner.is_empty() {
-            out.insert(key.clone(), Value::Object(inner));
+        match sub.as_object() {
+            Some(children) if !children.is_empty() && key != "." => {
+                let inner = overlap(children, desired, released);
+                if !inner.is_empty() {
+                    out.insert(key.clone(), Value::Object(inner));
+                }
+            }
+            _ => {
+                out.insert(key.clone(), sub.clone());
+            }
         }
     }
     out
@@ -195,10 +198,10 @@ fn member<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
     found.filter(|v| !v.is_null())
 }
 
-/// Equal JSON values, numbers by value.
+/// Equal JSON values, numbers by value ([`crate::child`]'s rule).
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Number(x), Value::Number(y)) => numbers_equal(x, y),
         _ => a == b,
     }
 }
@@ -207,14 +210,14 @@ fn same(a: &Value, b: &Value) -> bool {
 fn difference(fields: &Map<String, Value>, taken: &Map<String, Value>) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, sub) in fields {
-        let children = sub.as_object().cloned().unwrap_or_default();
-        match taken.get(key).and_then(Value::as_object) {
-            None => {
+        let children = sub.as_object().filter(|c| !c.is_empty());
+        match (taken.get(key).and_then(Value::as_object), children) {
+            (None, _) => {
                 out.insert(key.clone(), sub.clone());
             }
-            Some(_) if children.is_empty() => {}
-            Some(taken_children) => {
-                let rest = difference(&children, taken_children);
+            (Some(_), None) => {}
+            (Some(taken_children), Some(children)) => {
+                let rest = difference(children, taken_children);
                 if !rest.is_empty() {
                     out.insert(key.clone(), Value::Object(rest));
                 }

@@ -143,12 +143,6 @@ pub struct Switch {
     pub enabled: Option<bool>,
 }
 
-impl Switch {
-    fn mode(&self) -> Option<Mode> {
-        self.enabled.map(|on| if on { Mode::On } else { Mode::Off })
-    }
-}
-
 /// `orchestrators.grove`.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -360,24 +354,19 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
         set("webhook_address", &mut |a| {
             a.webhook_address = endpoint(a.webhook_address, webhook.host, webhook.port)
         });
-        let w = webhook.clone();
         set("webhook_cert_dir", &mut |a| {
-            if w.cert_dir.is_some() {
-                a.webhook_cert_dir = w.cert_dir.clone()
-            }
+            or(&mut a.webhook_cert_dir, &webhook.cert_dir)
         });
         set("webhook_secret", &mut |a| {
-            some(&mut a.webhook_secret, &w.secret_name)
+            some(&mut a.webhook_secret, &webhook.secret_name)
         });
         set("webhook_service", &mut |a| {
-            some(&mut a.webhook_service, &w.service_name)
+            some(&mut a.webhook_service, &webhook.service_name)
         });
     }
     let le = &config.leader_election;
     set("leader_elect", &mut |a| {
-        if let Some(enabled) = le.enabled {
-            a.leader_elect = enabled
-        }
+        some(&mut a.leader_elect, &le.enabled)
     });
     set("lease_name", &mut |a| some(&mut a.lease_name, &le.id));
     set("lease_namespace", &mut |a| {
@@ -413,39 +402,24 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
         )
     });
     set("checkpoints", &mut |a| {
-        if let Some(enabled) = config.checkpoint.enabled {
-            a.checkpoints = enabled
-        }
+        some(&mut a.checkpoints, &config.checkpoint.enabled)
     });
-    let delay = config
-        .orchestrators
-        .grove
-        .as_ref()
-        .and_then(|g| g.termination_delay.as_ref())
-        .map(|d| d.0.clone());
+    let grove = config.orchestrators.grove.clone().unwrap_or_default();
+    let delay = grove.termination_delay.map(|d| d.0);
     set("grove_termination_delay", &mut |a| {
         some(&mut a.grove_termination_delay, &delay)
     });
-    let grove = Switch {
-        enabled: config.orchestrators.grove.as_ref().and_then(|g| g.enabled),
-    };
     let lws = config.orchestrators.lws.clone().unwrap_or_default();
-    for (id, switch, target) in [
-        (
-            "grove_api",
-            &grove,
-            (|a: &mut RunArgs| &mut a.grove_api) as fn(&mut RunArgs) -> &mut Mode,
-        ),
-        ("lws_api", &lws, |a| &mut a.lws_api),
-        ("dra_api", &config.dra, |a| &mut a.dra_api),
-        ("gaie_api", &config.gaie, |a| &mut a.gaie_api),
-    ] {
-        set(id, &mut |a| {
-            if let Some(mode) = switch.mode() {
-                *target(a) = mode
-            }
-        });
-    }
+    set("grove_api", &mut |a| {
+        some(&mut a.grove_api, &mode(grove.enabled))
+    });
+    set("lws_api", &mut |a| some(&mut a.lws_api, &mode(lws.enabled)));
+    set("dra_api", &mut |a| {
+        some(&mut a.dra_api, &mode(config.dra.enabled))
+    });
+    set("gaie_api", &mut |a| {
+        some(&mut a.gaie_api, &mode(config.gaie.enabled))
+    });
 }
 
 /// `current` with the file's address and port where it sets them.
@@ -453,13 +427,20 @@ fn endpoint(current: SocketAddr, ip: Option<IpAddr>, port: Option<u16>) -> Socke
     SocketAddr::new(ip.unwrap_or(current.ip()), port.unwrap_or(current.port()))
 }
 
-fn some(target: &mut String, value: &Option<String>) {
+/// The mode of an optional API switch: unset leaves it (auto unless a flag said otherwise).
+fn mode(enabled: Option<bool>) -> Option<Mode> {
+    enabled.map(|on| if on { Mode::On } else { Mode::Off })
+}
+
+/// `target` becomes `value` where the file sets it.
+fn some<T: Clone>(target: &mut T, value: &Option<T>) {
     if let Some(value) = value {
         target.clone_from(value);
     }
 }
 
-fn or(target: &mut Option<String>, value: &Option<String>) {
+/// An optional `target` becomes `value` where the file sets it.
+fn or<T: Clone>(target: &mut Option<T>, value: &Option<T>) {
     if value.is_some() {
         target.clone_from(value);
     }

@@ -101,8 +101,7 @@ pub const OPTIONAL: [OptionalApi; 6] = [
 
 /// Whether the operator uses an optional API: as discovered, never, or always (refusing to start
 /// without it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Mode {
     /// Used while the cluster serves it (the default).
     #[default]

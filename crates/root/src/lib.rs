@@ -314,10 +314,12 @@ impl Root {
             Ok(Some(released)) => Arc::new(released),
             Ok(None) => dgd,
             Err(error) => {
-                let mut out = Outcome::new(seeded(&dgd));
-                let failed = Err::<(), _>(Error::ReleaseFinalizer(error))
-                    .or_fail(&mut out, generation, REASON_RECORD_PROVIDER_FAILED)
-                    .unwrap_err();
+                let error = Error::ReleaseFinalizer(error);
+                let failed = Outcome::new(seeded(&dgd)).fail(
+                    generation,
+                    REASON_RECORD_PROVIDER_FAILED,
+                    error,
+                );
                 return Err(failed.into());
             }
         };
