@@ -29,6 +29,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
@@ -104,10 +105,22 @@ async fn upstream_children_are_adopted_in_place() {
             ..Spawn::default()
         },
     );
+    // Ready comes before the CRDs' conversion points at the stand-in (v1alpha1 graphs need it).
+    let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
     testkit::eventually(
-        "the stand-in serves its webhook",
+        "the graphs' conversion webhook points at the stand-in",
         Duration::from_secs(60),
-        || async { stand_in.ready() },
+        || async {
+            let crd = crds.get("dynamographdeployments.nvidia.com").await.unwrap();
+            let url = crd
+                .spec
+                .conversion
+                .and_then(|c| c.webhook)
+                .and_then(|w| w.client_config)
+                .and_then(|c| c.url)
+                .unwrap_or_default();
+            stand_in.ready() && url.starts_with(&stand_in.webhook)
+        },
     )
     .await;
     let mut runs = Vec::new();
