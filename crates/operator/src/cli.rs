@@ -262,6 +262,41 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_PROMETHEUS_ENDPOINT", global = true)]
     pub prometheus_endpoint: Option<String>,
 
+    /// Class of the Ingress every frontend gets (host `<graph>.<ingress host suffix>`, path `/`
+    /// to the frontend Service's port 8000); unset: none, unless a v1alpha1 graph asks.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_INGRESS_CONTROLLER_CLASS_NAME",
+        global = true
+    )]
+    pub ingress_controller_class_name: Option<String>,
+
+    /// Secret holding the TLS certificate of the frontends' Ingresses (unset: no TLS).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_INGRESS_CONTROLLER_TLS_SECRET_NAME",
+        global = true
+    )]
+    pub ingress_controller_tls_secret_name: Option<String>,
+
+    /// Domain of the frontends' hosts, `<graph>.<suffix>` (unset: `local`).
+    #[arg(long, env = "DYNAMO_OPERATOR_INGRESS_HOST_SUFFIX", global = true)]
+    pub ingress_host_suffix: Option<String>,
+
+    /// Istio gateway (`<namespace>/<name>`) of the VirtualService every frontend gets (unset:
+    /// none, unless a v1alpha1 graph asks); needs Istio's `networking.istio.io` CRDs.
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_ISTIO_VIRTUAL_SERVICE_GATEWAY",
+        global = true
+    )]
+    pub istio_virtual_service_gateway: Option<String>,
+
+    /// Gateway (`<namespace>/<name>`, or `<name>` in the graph's namespace) the HTTPRoute every
+    /// frontend gets attaches to (unset: none); needs the Gateway API CRDs.
+    #[arg(long, env = "DYNAMO_OPERATOR_HTTP_ROUTE_GATEWAY", global = true)]
+    pub http_route_gateway: Option<String>,
+
     /// Discover image pull secrets, as upstream does: every pod gets the Secrets of type
     /// `kubernetes.io/dockerconfigjson` of its namespace whose registries its images are pulled
     /// from (unless its annotation `nvidia.com/disable-image-pull-secret-discovery` is
@@ -345,6 +380,13 @@ impl RunArgs {
                 ..Default::default()
             }),
             infrastructure: self.infrastructure(),
+            ingress: reconcilers::ingress::IngressConfig {
+                controller_class_name: self.ingress_controller_class_name.clone(),
+                controller_tls_secret_name: self.ingress_controller_tls_secret_name.clone(),
+                host_suffix: self.ingress_host_suffix.clone(),
+                virtual_service_gateway: self.istio_virtual_service_gateway.clone(),
+                http_route_gateway: self.http_route_gateway.clone(),
+            },
             ..Default::default()
         }
     }

@@ -55,6 +55,9 @@ pub struct OperatorConfiguration {
     /// Infrastructure endpoints rendered into Dynamo pods.
     #[serde(default)]
     pub infrastructure: Infrastructure,
+    /// How frontends are exposed outside the cluster.
+    #[serde(default)]
+    pub ingress: Ingress,
     /// ClusterRoles the planner's and EPP's accounts are bound to.
     #[serde(default)]
     pub rbac: Rbac,
@@ -166,6 +169,26 @@ pub struct Infrastructure {
     pub model_express_url: Option<String>,
     /// `PROMETHEUS_ENDPOINT` of Dynamo containers.
     pub prometheus_endpoint: Option<String>,
+}
+
+/// `ingress`: what each frontend component gets (an Ingress, an Istio VirtualService, a Gateway
+/// API HTTPRoute), unless its v1alpha1 graph says otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Ingress {
+    /// An Istio VirtualService on this gateway (`<namespace>/<name>`).
+    pub virtual_service_gateway: Option<String>,
+    /// An Ingress of this class.
+    pub controller_class_name: Option<String>,
+    /// TLS of the Ingress with this Secret.
+    #[serde(rename = "controllerTLSSecretName")]
+    pub controller_tls_secret_name: Option<String>,
+    /// Hosts are `<graph>.<hostSuffix>` (`local` when unset).
+    pub host_suffix: Option<String>,
+    /// An HTTPRoute attached to this Gateway (`<namespace>/<name>`, or `<name>` in the graph's
+    /// namespace). Not in upstream's file.
+    #[serde(rename = "httpRouteGateway")]
+    pub http_route_gateway: Option<String>,
 }
 
 /// `rbac`.
@@ -388,6 +411,7 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
     set("prometheus_endpoint", &mut |a| {
         or(&mut a.prometheus_endpoint, &infra.prometheus_endpoint)
     });
+    ingress(&config.ingress, &mut set);
     let rbac = &config.rbac;
     set("planner_cluster_role", &mut |a| {
         some(&mut a.planner_cluster_role, &rbac.planner_cluster_role_name)
@@ -419,6 +443,34 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
     });
     set("gaie_api", &mut |a| {
         some(&mut a.gaie_api, &mode(config.gaie.enabled))
+    });
+}
+
+/// The `ingress` section's settings, through `set` ([`apply`]'s).
+fn ingress(ingress: &Ingress, set: &mut impl FnMut(&str, &mut dyn FnMut(&mut RunArgs))) {
+    set("ingress_controller_class_name", &mut |a| {
+        or(
+            &mut a.ingress_controller_class_name,
+            &ingress.controller_class_name,
+        )
+    });
+    set("ingress_controller_tls_secret_name", &mut |a| {
+        or(
+            &mut a.ingress_controller_tls_secret_name,
+            &ingress.controller_tls_secret_name,
+        )
+    });
+    set("ingress_host_suffix", &mut |a| {
+        or(&mut a.ingress_host_suffix, &ingress.host_suffix)
+    });
+    set("istio_virtual_service_gateway", &mut |a| {
+        or(
+            &mut a.istio_virtual_service_gateway,
+            &ingress.virtual_service_gateway,
+        )
+    });
+    set("http_route_gateway", &mut |a| {
+        or(&mut a.http_route_gateway, &ingress.http_route_gateway)
     });
 }
 

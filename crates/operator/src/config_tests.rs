@@ -114,6 +114,37 @@ const EVERY_FIELD: &[Row] = &[
         |a| a.infrastructure().prometheus_endpoint.as_deref() == Some("http://prom:9090"),
     ),
     (
+        "ingress.controllerClassName",
+        "ingress: {controllerClassName: nginx}",
+        |a| a.shared_config().ingress.controller_class_name.as_deref() == Some("nginx"),
+    ),
+    (
+        "ingress.controllerTLSSecretName",
+        "ingress: {controllerTLSSecretName: tls}",
+        |a| {
+            a.shared_config()
+                .ingress
+                .controller_tls_secret_name
+                .as_deref()
+                == Some("tls")
+        },
+    ),
+    (
+        "ingress.hostSuffix",
+        "ingress: {hostSuffix: example.com}",
+        |a| a.shared_config().ingress.host_suffix.as_deref() == Some("example.com"),
+    ),
+    (
+        "ingress.virtualServiceGateway",
+        "ingress: {virtualServiceGateway: istio-system/gw}",
+        |a| a.shared_config().ingress.virtual_service_gateway.as_deref() == Some("istio-system/gw"),
+    ),
+    (
+        "ingress.httpRouteGateway",
+        "ingress: {httpRouteGateway: gateways/public}",
+        |a| a.shared_config().ingress.http_route_gateway.as_deref() == Some("gateways/public"),
+    ),
+    (
         "rbac.plannerClusterRoleName",
         "rbac: {plannerClusterRoleName: planner-x}",
         |a| a.shared_config().planner_cluster_role.as_deref() == Some("planner-x"),
@@ -243,8 +274,8 @@ fn bad_files_are_refused_with_the_field_path() {
     let cases: &[(&str, &str, &str)] = &[
         (
             "unknown top-level field",
-            "ingress: {hostSuffix: example.com}\n",
-            "ingress: unknown field `ingress`",
+            "serviceMesh: {provider: istio}\n",
+            "serviceMesh: unknown field `serviceMesh`",
         ),
         (
             "unknown nested field",

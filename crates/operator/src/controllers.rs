@@ -53,6 +53,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{
     ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kube::api::Api;
@@ -70,6 +71,7 @@ use kit::run::Runner;
 use kit::served::Served;
 use kit::{Cached, EventSink, Reader, Reconciled, StatusWriter, Writer};
 use reconcilers::epp::InferencePool;
+use reconcilers::ingress::{HttpRoute, VirtualService};
 use reconcilers::rollout::pods::{POD_WATCH_LABEL, WorkerPod};
 
 use crate::cli::RunArgs;
@@ -479,12 +481,15 @@ fn watch_graph_children(w: &Wiring<'_>) -> anyhow::Result<()> {
     w.watch::<ConfigMap>(Scope::All)?;
     w.watch::<api::DynamoCheckpoint>(Scope::All)?;
     w.watch::<PersistentVolumeClaim>(Scope::Graph)?;
+    w.watch::<Ingress>(Scope::Graph)?;
     w.watch::<WorkerPod>(Scope::Labelled(POD_WATCH_LABEL))?;
     // The snapshot agent: where restore pods find the checkpoint storage (both controllers).
     w.watch::<DaemonSet>(Scope::Labelled(api::snapshot::AGENT_SELECTOR))?;
     // Optional kinds: watched while served.
     w.watch_optional::<ResourceClaimTemplate>(Scope::Graph)?;
     w.watch_optional::<InferencePool>(Scope::Graph)?;
+    w.watch_optional::<VirtualService>(Scope::Graph)?;
+    w.watch_optional::<HttpRoute>(Scope::Graph)?;
     w.watch_optional::<PodCliqueSet>(Scope::All)?;
     w.watch_optional::<PodClique>(Scope::Graph)?;
     w.watch_optional::<PodCliqueScalingGroup>(Scope::Graph)?;
@@ -534,6 +539,9 @@ fn dgd_controller(
     .owns_shared_stream(w.trigger::<PersistentVolumeClaim>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<ResourceClaimTemplate>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<InferencePool>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<Ingress>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<VirtualService>(name, &metrics)?)
+    .owns_shared_stream(w.trigger::<HttpRoute>(name, &metrics)?)
     .owns_shared_stream(w.trigger::<PodCliqueSet>(name, &metrics)?)
     .watches_shared_stream(w.trigger::<PodClique>(name, &metrics)?, graph_of)
     .watches_shared_stream(

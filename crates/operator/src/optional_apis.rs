@@ -5,6 +5,8 @@
 //! | `leaderworkerset.x-k8s.io/v1` | LeaderWorkerSet | CRD `leaderworkersets.leaderworkerset.x-k8s.io` | a multinode component, not recorded as `grove` | multinode |
 //! | `grove.io/v1alpha1` | PodCliqueSet, PodClique, PodCliqueScalingGroup | CRDs `podcliquesets.grove.io`, `podcliques.grove.io`, `podcliquescalinggroups.grove.io` | no provider recorded, or `grove` | — |
 //! | `inference.networking.k8s.io/v1` | InferencePool | CRD `inferencepools.inference.networking.k8s.io` | an `epp` component | — |
+//! | `networking.istio.io/v1beta1` | VirtualService | CRD `virtualservices.networking.istio.io` | a frontend | — |
+//! | `gateway.networking.k8s.io/v1` | HTTPRoute | CRD `httproutes.gateway.networking.k8s.io` | a frontend | — |
 //! | `resource.k8s.io/v1` | ResourceClaimTemplate | built in (Kubernetes 1.34+), APIService `v1.resource.k8s.io` | the GPU memory service or inter-pod failover | — |
 //!
 //! - **At start-up** [`discover`] asks the API server's discovery (`/apis/<group>/<version>`)
@@ -72,7 +74,7 @@ impl OptionalApi {
 }
 
 /// Every optional kind the operator uses.
-pub const OPTIONAL: [OptionalApi; 6] = [
+pub const OPTIONAL: [OptionalApi; 8] = [
     OptionalApi {
         resource: optional::leader_worker_set,
         source: Source::Crd,
@@ -91,6 +93,14 @@ pub const OPTIONAL: [OptionalApi; 6] = [
     },
     OptionalApi {
         resource: optional::inference_pool,
+        source: Source::Crd,
+    },
+    OptionalApi {
+        resource: optional::virtual_service,
+        source: Source::Crd,
+    },
+    OptionalApi {
+        resource: optional::http_route,
         source: Source::Crd,
     },
     OptionalApi {
@@ -216,6 +226,13 @@ pub fn graph_waits_for(resource: &ApiResource, dgd: &DynamoGraphDeployment) -> b
     }
     if *resource == optional::resource_claim_template() {
         return reconcilers::gms::needs_dra(dgd);
+    }
+    if *resource == optional::virtual_service() || *resource == optional::http_route() {
+        return dgd
+            .spec
+            .components
+            .iter()
+            .any(|c| c.r#type == Some(api::ComponentType::Frontend));
     }
     false
 }
@@ -502,6 +519,8 @@ mod tests {
                 "podcliques.grove.io",
                 "podcliquescalinggroups.grove.io",
                 "inferencepools.inference.networking.k8s.io",
+                "virtualservices.networking.istio.io",
+                "httproutes.gateway.networking.k8s.io",
                 "v1.resource.k8s.io",
             ]
         );
@@ -524,6 +543,8 @@ mod tests {
         let pclq = kit::object::resource::<PodClique>();
         let pool = optional::inference_pool();
         let dra = optional::resource_claim_template();
+        let vs = optional::virtual_service();
+        let route = optional::http_route();
         let multinode = || component(json!({"multinode": {"nodeCount": 2}}));
         let single = || component(json!({}));
         let recorded = |p: &str| json!({labels::WORKLOAD_PROVIDER: p});
@@ -613,6 +634,27 @@ mod tests {
                 "neither: not DRA",
                 graph(json!({}), json!([single()])),
                 &dra,
+                false,
+            ),
+            (
+                "a frontend: VirtualService",
+                graph(
+                    json!({}),
+                    json!([single(), {"name": "Frontend", "type": "frontend"}]),
+                ),
+                &vs,
+                true,
+            ),
+            (
+                "a frontend: HTTPRoute",
+                graph(json!({}), json!([{"name": "Frontend", "type": "frontend"}])),
+                &route,
+                true,
+            ),
+            (
+                "no frontend: no HTTPRoute",
+                graph(json!({}), json!([single()])),
+                &route,
                 false,
             ),
         ];

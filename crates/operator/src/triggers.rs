@@ -231,6 +231,27 @@ pub const TRIGGERS: &[Trigger] = &[
     },
     Trigger {
         controller: ControllerName::Dgd,
+        kind: "networking.k8s.io/v1/Ingress",
+        fields: &["/spec"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "frontends' Ingresses (label-selected watch): spec drift is restored, a deleted one recreated, one no frontend needs any more deleted",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "networking.istio.io/v1beta1/VirtualService",
+        fields: &["/spec"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "frontends' Istio VirtualServices (label-selected watch; only when Istio's CRD is served): drift restored, deletions recreated, unneeded ones deleted",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
+        kind: "gateway.networking.k8s.io/v1/HTTPRoute",
+        fields: &["/spec"],
+        enqueue: Enqueue::ControllerOwner,
+        note: "frontends' Gateway API HTTPRoutes (label-selected watch; only when the Gateway API's CRD is served): drift restored, deletions recreated, unneeded ones deleted",
+    },
+    Trigger {
+        controller: ControllerName::Dgd,
         kind: "v1/Secret",
         fields: &["/data"],
         enqueue: Enqueue::Namespace,

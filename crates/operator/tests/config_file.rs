@@ -41,9 +41,9 @@ fn a_bad_file_stops_the_operator_naming_the_field() {
     );
     assert!(!text.contains("effective configuration"), "{text}");
 
-    let (code, text) = operator(&format!("{HEAD}ingress:\n  hostSuffix: example.com\n"), &[]);
+    let (code, text) = operator(&format!("{HEAD}serviceMesh:\n  provider: istio\n"), &[]);
     assert_eq!(code, Some(2), "{text}");
-    assert!(text.contains("unknown field `ingress`"), "{text}");
+    assert!(text.contains("unknown field `serviceMesh`"), "{text}");
 }
 
 #[test]

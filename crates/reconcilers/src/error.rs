@@ -105,6 +105,8 @@ pub enum Step {
     WaitForLeader,
     /// MPI SSH key Secret ([`crate::ssh_keys`]).
     SshKeys,
+    /// Frontends' Ingresses, VirtualServices and HTTPRoutes ([`crate::ingress`]).
+    Ingress,
 }
 
 /// The `Ready` reason of every failed shared step: upstream's default DGD failure reason. Upstream
@@ -114,7 +116,7 @@ pub const REASON_FAILED_TO_RECONCILE_RESOURCES: &str = "failed_to_reconcile_the_
 
 impl Step {
     /// Every step, in the order [`crate::shared::SharedResources`] runs them.
-    pub const ALL: [Step; 8] = [
+    pub const ALL: [Step; 9] = [
         Step::Rbac,
         Step::Pvc,
         Step::Discovery,
@@ -123,6 +125,7 @@ impl Step {
         Step::Epp,
         Step::WaitForLeader,
         Step::SshKeys,
+        Step::Ingress,
     ];
 
     /// The `Ready` reason when this step fails ([`REASON_FAILED_TO_RECONCILE_RESOURCES`] for
@@ -142,6 +145,7 @@ impl Step {
             Step::Epp => "failed to reconcile EPP resources",
             Step::WaitForLeader => "failed to reconcile wait-leader ConfigMap",
             Step::SshKeys => "failed to reconcile MPI SSH keys",
+            Step::Ingress => "failed to sync the main component ingress",
         }
     }
 

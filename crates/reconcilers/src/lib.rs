@@ -9,6 +9,7 @@ pub mod epp;
 pub mod error;
 pub mod finish;
 pub mod gms;
+pub mod ingress;
 pub mod model_service;
 pub mod naming;
 pub mod optional;

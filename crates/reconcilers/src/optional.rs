@@ -5,6 +5,8 @@
 use kube::api::ApiResource;
 
 pub use crate::epp::inference_pool_resource as inference_pool;
+pub use crate::ingress::http_route_resource as http_route;
+pub use crate::ingress::virtual_service_resource as virtual_service;
 
 /// API group of LeaderWorkerSet.
 pub const LEADER_WORKER_SET_GROUP: &str = "leaderworkerset.x-k8s.io";

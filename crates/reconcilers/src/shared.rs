@@ -2,7 +2,8 @@
 //! strict order: [`rbac`](crate::rbac) → [`pvc`](crate::pvc) →
 //! [`discovery`](crate::discovery) → [`gms`](crate::gms) →
 //! [`checkpoints`](crate::checkpoints) → [`epp`](crate::epp) →
-//! [`wait_for_leader`](crate::wait_for_leader) → [`ssh_keys`](crate::ssh_keys).
+//! [`wait_for_leader`](crate::wait_for_leader) → [`ssh_keys`](crate::ssh_keys) →
+//! [`ingress`](crate::ingress).
 //!
 //! The first failure stops the sequence: nothing after the failing step is touched. The outcome
 //! is marked failed ([`kit::OrFail`]) with `Ready=False`, reason
@@ -20,6 +21,7 @@
 //! | epp | `failed to reconcile EPP resources` |
 //! | wait_for_leader | `failed to reconcile wait-leader ConfigMap` |
 //! | ssh_keys | `failed to reconcile MPI SSH keys` |
+//! | ingress | `failed to sync the main component ingress` |
 //!
 //! A failure that only a change can fix (an invalid spec, a missing operator setting) does not
 //! retry until the graph changes ([`kit::Failed::await_change`]); every other one backs off.
@@ -33,6 +35,7 @@ use std::collections::BTreeMap;
 use api::common::ComponentCheckpointStatus;
 use api::{DynamoCheckpoint, DynamoGraphDeployment, DynamoGraphDeploymentStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret, ServiceAccount};
+use k8s_openapi::api::networking::v1::Ingress;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use kit::{Event, Failed, Outcome, Reader, Scoped, Writer};
@@ -42,6 +45,7 @@ use crate::discovery::{DiscoveryBackend, DiscoveryReconciler};
 use crate::epp::{EppReconciler, InferencePool};
 use crate::error::{Error, Step};
 use crate::gms::GmsReconciler;
+use crate::ingress::{HttpRoute, IngressConfig, IngressReconciler, VirtualService};
 use crate::pvc::PvcReconciler;
 use crate::rbac::{RbacConfig, RbacReconciler};
 use crate::ssh_keys::{SshKeyConfig, SshKeyReconciler};
@@ -74,6 +78,8 @@ pub struct SharedConfig {
     pub ssh_keys: Option<SshKeyConfig>,
     /// The operator's infrastructure endpoints (env of automatic checkpoints' capture pods).
     pub infrastructure: pod_render::Infrastructure,
+    /// How frontends are exposed when a graph does not say.
+    pub ingress: IngressConfig,
 }
 
 /// ClusterRole a fresh install binds planner accounts to.
@@ -94,6 +100,7 @@ impl Default for SharedConfig {
             checkpoints_enabled: true,
             ssh_keys: Some(SshKeyConfig::default()),
             infrastructure: pod_render::Infrastructure::default(),
+            ingress: IngressConfig::default(),
         }
     }
 }
@@ -116,6 +123,8 @@ pub struct SharedResources {
     pub wait_for_leader: WaitForLeaderReconciler,
     /// MPI SSH key Secret.
     pub ssh_keys: SshKeyReconciler,
+    /// Frontends' Ingresses, VirtualServices and HTTPRoutes.
+    pub ingress: IngressReconciler,
 }
 
 impl SharedResources {
@@ -160,10 +169,18 @@ impl SharedResources {
             ),
             wait_for_leader: WaitForLeaderReconciler::new(r(), w().allow::<ConfigMap>().build()),
             ssh_keys: SshKeyReconciler::new(r(), w().allow::<Secret>().build(), config.ssh_keys),
+            ingress: IngressReconciler::new(
+                r(),
+                w().allow::<Ingress>()
+                    .allow::<VirtualService>()
+                    .allow::<HttpRoute>()
+                    .build(),
+                config.ingress,
+            ),
         }
     }
 
-    /// Run the eight steps in order (see the module docs). Returns what the checkpoint step
+    /// Run the nine steps in order (see the module docs). Returns what the checkpoint step
     /// resolved (the `status.checkpoints` entries and the infos for workload rendering) and the
     /// mutation events; on failure, the error and the checkpoint entries resolved before it.
     pub async fn reconcile(&self, dgd: &DynamoGraphDeployment) -> kit::Step<Resolved, Stopped> {
@@ -201,6 +218,8 @@ impl SharedResources {
         step(Step::WaitForLeader, r.events_into(events))?;
         let r = self.ssh_keys.reconcile(dgd).await;
         step(Step::SshKeys, r.events_into(events))?;
+        let r = self.ingress.reconcile(dgd).await;
+        step(Step::Ingress, r.events_into(events))?;
         Ok(())
     }
 }

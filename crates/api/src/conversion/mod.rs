@@ -104,15 +104,16 @@ pub fn preserved_alpha_pvcs(dgd: &b::DynamoGraphDeployment) -> Vec<a::Pvc> {
         .unwrap_or_default()
 }
 
-/// The v1alpha1 services a v1beta1 object was converted from whose `ingress` is enabled, by
-/// service name (v1beta1 has no such field).
-pub fn preserved_alpha_ingresses(dgd: &b::DynamoGraphDeployment) -> Vec<String> {
+/// The `ingress` of each v1alpha1 service a v1beta1 object was converted from (v1beta1 has no
+/// such field), by service name; services without one are absent.
+pub fn preserved_alpha_ingresses(
+    dgd: &b::DynamoGraphDeployment,
+) -> BTreeMap<String, a::IngressSpec> {
     payload::<a::DynamoGraphDeploymentSpec>(&dgd.metadata, ALPHA_SPEC)
         .map(|s| {
             s.services
                 .into_iter()
-                .filter(|(_, service)| service.ingress.as_ref().is_some_and(|i| i.enabled))
-                .map(|(name, _)| name)
+                .filter_map(|(name, service)| service.ingress.map(|i| (name, i)))
                 .collect()
         })
         .unwrap_or_default()

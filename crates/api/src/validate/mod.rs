@@ -123,18 +123,40 @@ pub fn validate_with(
     }
 }
 
-/// A v1alpha1 graph's enabled `spec.services.<name>.ingress`, which v1beta1 cannot say (the
-/// conversion keeps it in an annotation) and no Ingress or VirtualService renders: refused,
-/// named by its v1alpha1 path.
+/// A v1alpha1 graph's enabled `spec.services.<name>.ingress` (v1beta1 cannot say it; the
+/// conversion keeps it in an annotation), named by its v1alpha1 path: it must be on a frontend
+/// component (only frontends are exposed) and say what to render, an Ingress
+/// (`ingressControllerClassName`) or a VirtualService (`useVirtualService` with
+/// `virtualServiceGateway`). Anything else would be accepted and render nothing.
 fn alpha_ingresses(dgd: &DynamoGraphDeployment) -> Vec<Violation> {
-    crate::conversion::preserved_alpha_ingresses(dgd)
-        .into_iter()
-        .map(|name| Violation {
-            field: format!("spec.services.{name}.ingress"),
-            rule: Rule::Unsupported,
-            message: format!("{UNSUPPORTED} (no Ingress or VirtualService is rendered)"),
-        })
-        .collect()
+    let mut violations = Vec::new();
+    for (name, ingress) in crate::conversion::preserved_alpha_ingresses(dgd) {
+        if !ingress.enabled {
+            continue;
+        }
+        let field = format!("spec.services.{name}.ingress");
+        let frontend = dgd
+            .spec
+            .components
+            .iter()
+            .find(|c| c.name == name)
+            .is_some_and(|c| c.r#type == Some(crate::ComponentType::Frontend));
+        let message = if !frontend {
+            "only a frontend component is exposed (an Ingress or VirtualService routes to the frontend's HTTP port)"
+        } else if ingress.use_virtual_service && ingress.virtual_service_gateway.is_none() {
+            "useVirtualService needs virtualServiceGateway"
+        } else if ingress.ingress_controller_class_name.is_none() && !ingress.use_virtual_service {
+            "enabled, but names neither ingressControllerClassName (an Ingress) nor useVirtualService with virtualServiceGateway (a VirtualService): nothing would be rendered"
+        } else {
+            continue;
+        };
+        violations.push(Violation {
+            field,
+            rule: Rule::Ingress,
+            message: message.into(),
+        });
+    }
+    violations
 }
 
 /// Validates a DynamoComponentDeployment (component pathway rules).

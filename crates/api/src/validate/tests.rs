@@ -575,31 +575,72 @@ fn compilation_cache_needs_a_path_unless_vllm() {
     }
 }
 
+/// A v1alpha1 service's `ingress`: enabled on a frontend with an Ingress class or a
+/// VirtualService gateway passes; on another component type, or saying nothing to render, it is
+/// refused by its v1alpha1 path; disabled, anything goes.
 #[test]
-fn an_enabled_v1alpha1_ingress_is_refused_by_its_v1alpha1_path() {
-    let alpha = |enabled: bool| {
+fn v1alpha1_ingress_rules() {
+    let alpha = |component_type: &str, ingress: serde_json::Value| {
         let mut g: crate::v1alpha1::DynamoGraphDeployment =
             serde_json::from_value(serde_json::json!({
                 "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment",
                 "metadata": {"name": "g"},
-                "spec": {"services": {"Frontend": {"componentType": "frontend",
+                "spec": {"services": {"Frontend": {"componentType": component_type,
                     "extraPodSpec": {"mainContainer": {"image": "frontend:1"}},
-                    "ingress": {"enabled": enabled, "host": "g.example.com"}}}},
+                    "ingress": ingress}}},
             }))
             .unwrap();
         g.metadata.namespace = Some("ns".into());
         crate::conversion::to_v1beta1(&g)
     };
-    let err = validate(&alpha(true)).unwrap_err();
-    let fields: Vec<_> = err.violations.iter().map(|v| v.field.as_str()).collect();
-    assert_eq!(fields, ["spec.services.Frontend.ingress"]);
-    assert_eq!(err.violations[0].rule, Rule::Unsupported);
-    assert!(
-        err.to_string()
-            .contains("not supported by this operator version"),
-        "{err}"
-    );
-    assert!(validate(&alpha(false)).is_ok());
+    use serde_json::json;
+    let rows = [
+        (
+            "frontend",
+            json!({"enabled": true, "host": "g", "ingressControllerClassName": "nginx"}),
+            None,
+        ),
+        (
+            "frontend",
+            json!({"enabled": true, "useVirtualService": true, "virtualServiceGateway": "istio-system/gw"}),
+            None,
+        ),
+        ("frontend", json!({"enabled": false, "host": "g"}), None),
+        (
+            "worker",
+            json!({"enabled": false, "ingressControllerClassName": "nginx"}),
+            None,
+        ),
+        (
+            "worker",
+            json!({"enabled": true, "ingressControllerClassName": "nginx"}),
+            Some("only a frontend component"),
+        ),
+        (
+            "frontend",
+            json!({"enabled": true, "host": "g.example.com"}),
+            Some("nothing would be rendered"),
+        ),
+        (
+            "frontend",
+            json!({"enabled": true, "useVirtualService": true}),
+            Some("needs virtualServiceGateway"),
+        ),
+    ];
+    for (component_type, ingress, refused) in rows {
+        let result = validate(&alpha(component_type, ingress.clone()));
+        match refused {
+            None => assert!(result.is_ok(), "{component_type} {ingress}: {result:?}"),
+            Some(message) => {
+                let err = result.unwrap_err();
+                let v = &err.violations[..];
+                assert_eq!(v.len(), 1, "{err}");
+                assert_eq!(v[0].field, "spec.services.Frontend.ingress");
+                assert_eq!(v[0].rule, Rule::Ingress);
+                assert!(v[0].message.contains(message), "{ingress}: {err}");
+            }
+        }
+    }
 }
 
 /// `dynamoSidecar`: upstream's structural rules (worker-class type, a restartable init

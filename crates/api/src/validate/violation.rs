@@ -63,6 +63,10 @@ pub enum Rule {
     AnnotationKey,
     /// The annotations a child carries total at most 256 KiB (Kubernetes' rule).
     AnnotationsSize,
+    /// A v1alpha1 service's enabled `ingress` is on a frontend component and says what to
+    /// render: `ingressControllerClassName` (an Ingress), or `useVirtualService` with
+    /// `virtualServiceGateway` (an Istio VirtualService).
+    Ingress,
 }
 
 impl Rule {
@@ -95,6 +99,7 @@ impl Rule {
             Self::LabelValue => "label-value",
             Self::AnnotationKey => "annotation-key",
             Self::AnnotationsSize => "annotations-size",
+            Self::Ingress => "ingress",
         }
     }
 }
