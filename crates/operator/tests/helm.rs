@@ -142,6 +142,16 @@ fn the_rendered_configuration_is_the_operators_and_says_what_the_values_say() {
                     Some("nats://dynamo-platform-nats.dynamo-system:4222")
                 );
                 assert_eq!(infra.model_express_url, None, "empty values render nothing");
+                let ingress = settings.shared_config().ingress;
+                assert_eq!(ingress.controller_class_name.as_deref(), Some("nginx"));
+                assert_eq!(
+                    ingress.host_suffix.as_deref(),
+                    Some("inference.example.com")
+                );
+                assert_eq!(
+                    ingress.http_route_gateway, None,
+                    "empty values render nothing"
+                );
                 assert_eq!(settings.grove_termination_delay, "30m");
                 assert_eq!(
                     settings.mpi_ssh_secret_namespace.as_deref(),

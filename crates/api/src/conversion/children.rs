@@ -84,6 +84,14 @@ pub fn dcd_to_v1beta1(
     }
 }
 
+/// Whether a DynamoComponentDeployment was converted from a v1alpha1 one whose `ingress` is
+/// enabled (v1beta1 has no such field).
+pub fn preserved_alpha_dcd_ingress(dcd: &dcd::DynamoComponentDeployment) -> bool {
+    payload::<alpha_dcd::DynamoComponentDeploymentSpec>(&dcd.metadata, DCD_ALPHA_SPEC)
+        .and_then(|s| s.service.ingress)
+        .is_some_and(|i| i.enabled)
+}
+
 /// A DynamoComponentDeployment, v1beta1 → v1alpha1.
 pub fn dcd_to_v1alpha1(
     src: &dcd::DynamoComponentDeployment,

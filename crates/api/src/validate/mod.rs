@@ -184,6 +184,15 @@ pub fn validate_dcd(dcd: &DynamoComponentDeployment) -> Result<(), InvalidSpec> 
                 ),
             );
     }
+    // A v1alpha1 DCD's own `ingress`: routes are rendered from graphs only.
+    if crate::conversion::children::preserved_alpha_dcd_ingress(dcd) {
+        v.at(&[Seg::Key("ingress")]).push(
+            Rule::Unsupported,
+            format!(
+                "{UNSUPPORTED} on a DynamoComponentDeployment (a graph's frontends get their Ingress or VirtualService from the graph)"
+            ),
+        );
+    }
     v.finish()
 }
 

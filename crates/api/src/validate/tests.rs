@@ -986,6 +986,29 @@ fn gms_on_a_dcd_needs_its_graph() {
     assert_eq!(validate_dcd(&dcd), Ok(()));
 }
 
+/// A v1alpha1 DynamoComponentDeployment's enabled `ingress` is refused (routes come from
+/// graphs); disabled, it passes.
+#[test]
+fn a_v1alpha1_dcds_ingress_is_refused() {
+    let alpha = |enabled: bool| {
+        let dcd: crate::v1alpha1::dcd::DynamoComponentDeployment =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoComponentDeployment",
+                "metadata": {"name": "f", "namespace": "ns"},
+                "spec": {"componentType": "frontend",
+                    "extraPodSpec": {"mainContainer": {"image": "frontend:1"}},
+                    "ingress": {"enabled": enabled, "ingressControllerClassName": "nginx"}},
+            }))
+            .unwrap();
+        crate::conversion::children::dcd_to_v1beta1(&dcd)
+    };
+    let err = validate_dcd(&alpha(true)).unwrap_err();
+    assert_eq!(err.violations.len(), 1, "{err}");
+    assert_eq!(err.violations[0].field, "spec.ingress");
+    assert_eq!(err.violations[0].rule, Rule::Unsupported);
+    assert_eq!(validate_dcd(&alpha(false)), Ok(()));
+}
+
 #[test]
 fn garde_report_carries_the_same_paths() {
     let mut w = component("worker", ComponentType::Frontend);

@@ -316,11 +316,32 @@ impl Parts {
                 watched(),
             )
             .unwrap();
-        // As the operator: InferencePools are watched while served (nothing serves them here).
+        cache
+            .watch(
+                Api::<k8s_openapi::api::networking::v1::Ingress>::namespaced(client.clone(), ns),
+                watched(),
+            )
+            .unwrap();
+        // As the operator: InferencePools, VirtualServices and HTTPRoutes are watched while
+        // served (nothing serves them here).
         let served = kit::served::Served::new();
         cache
             .watch_while_served(
                 Api::<reconcilers::epp::InferencePool>::namespaced(client.clone(), ns),
+                watched(),
+                &served,
+            )
+            .unwrap();
+        cache
+            .watch_while_served(
+                Api::<reconcilers::ingress::VirtualService>::namespaced(client.clone(), ns),
+                watched(),
+                &served,
+            )
+            .unwrap();
+        cache
+            .watch_while_served(
+                Api::<reconcilers::ingress::HttpRoute>::namespaced(client.clone(), ns),
                 watched(),
                 &served,
             )

@@ -35,6 +35,14 @@ orchestrators:
 infrastructure:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- $ingress := dict }}
+{{- range $key, $value := .Values.ingress }}
+{{- if $value }}{{ $_ := set $ingress $key $value }}{{ end }}
+{{- end }}
+{{- with $ingress }}
+ingress:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 rbac:
   plannerClusterRoleName: dynamo-operator-planner
   eppClusterRoleName: dynamo-operator-epp
