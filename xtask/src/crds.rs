@@ -1,6 +1,8 @@
-//! `cargo xtask crds`: generated CRD YAML under deploy/crds/.
+//! `cargo xtask crds`: generated CRD YAML under deploy/crds/ and the Helm chart's files/crds/.
 //!
-//! Writes one file per CRD, `<plural>.<group>.yaml`, from `api::crds()`. With `--check`,
+//! Writes one file per CRD, `<plural>.<group>.yaml`, from `api::crds()`; the chart's copies carry
+//! `helm.sh/resource-policy: keep` (the chart renders them as templates, so that `helm upgrade`
+//! updates them, and `helm uninstall` must not delete them with every graph). With `--check`,
 //! compares the committed files with a fresh generation instead and fails on any difference
 //! (a changed, missing or stale file).
 
@@ -8,19 +10,28 @@ use anyhow::{Context, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Folders of the generated CRDs, relative to the workspace root: the plain manifests and the
-/// Helm chart's `crds/`.
-const CRD_DIRS: [&str; 2] = ["deploy/crds", "deploy/helm/dynamo-operator/crds"];
+/// Folder of the plain manifests, relative to the workspace root.
+const CRD_DIR: &str = "deploy/crds";
+/// Folder of the Helm chart's copies (read by `templates/crds.yaml`).
+const CHART_CRD_DIR: &str = "deploy/helm/dynamo-operator/files/crds";
 
 pub fn run(check: bool) -> anyhow::Result<()> {
-    let generated: BTreeMap<String, String> = api::crds()
+    let plain: BTreeMap<String, String> = api::crds()
         .iter()
         .map(|crd| (api::crds::file_name(crd), api::crds::to_yaml(crd)))
         .collect();
-    for dir in CRD_DIRS {
-        sync(dir, &generated, check)?;
-    }
-    Ok(())
+    sync(CRD_DIR, &plain, check)?;
+    let kept: BTreeMap<String, String> = api::crds()
+        .into_iter()
+        .map(|mut crd| {
+            crd.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert("helm.sh/resource-policy".into(), "keep".into());
+            (api::crds::file_name(&crd), api::crds::to_yaml(&crd))
+        })
+        .collect();
+    sync(CHART_CRD_DIR, &kept, check)
 }
 
 /// Writes `generated` into `folder` (or, with `check`, fails where it differs).

@@ -53,7 +53,9 @@ pub struct RunArgs {
     #[arg(long, env = "DYNAMO_OPERATOR_KUBECONFIG", global = true)]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Watch and manage only this namespace; all namespaces when unset.
+    /// Namespace-restricted mode: watch and manage only this namespace, with no cluster-scoped
+    /// request (a namespaced Role suffices; docs/configuration.md, "Namespace-restricted mode").
+    /// All namespaces when unset.
     #[arg(long, env = "DYNAMO_OPERATOR_NAMESPACE", global = true)]
     pub namespace: Option<String>,
 
@@ -380,6 +382,10 @@ impl RunArgs {
                 ..Default::default()
             }),
             infrastructure: self.infrastructure(),
+            scope: match &self.namespace {
+                Some(ns) => reconcilers::shared::NamespaceScope::Restricted(ns.clone()),
+                None => reconcilers::shared::NamespaceScope::ClusterWide,
+            },
             ingress: reconcilers::ingress::IngressConfig {
                 controller_class_name: self.ingress_controller_class_name.clone(),
                 controller_tls_secret_name: self.ingress_controller_tls_secret_name.clone(),

@@ -86,7 +86,11 @@ const EVERY_FIELD: &[Row] = &[
     (
         "namespace.restricted",
         "namespace: {restricted: team-a}",
-        |a| a.namespace.as_deref() == Some("team-a"),
+        |a| {
+            a.namespace.as_deref() == Some("team-a")
+                && a.shared_config().scope
+                    == reconcilers::shared::NamespaceScope::Restricted("team-a".into())
+        },
     ),
     (
         "orchestrators.grove.terminationDelay",

@@ -411,6 +411,14 @@ pub fn build(
         dcd_queue,
         dcd_metrics,
     };
+    if let Some(ns) = &args.namespace {
+        // Following the APIs watches their (cluster-scoped) CRDs.
+        tracing::info!(
+            namespace = %ns,
+            "namespace-restricted: the optional APIs are those discovered at start (one installed later needs a restart)"
+        );
+        return Ok(futures);
+    }
     let follow = optional_apis::follow(
         wiring.client.clone(),
         wiring.served.clone(),

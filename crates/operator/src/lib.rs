@@ -358,12 +358,20 @@ async fn start_webhook(args: RunArgs, client: Client, stop: CancellationToken) {
                 .await?
             }
         };
-        if args.manage_crd_conversion {
+        // Namespace-restricted: nothing cluster-scoped (the CRDs' conversion, their storage
+        // migration and the restore webhook's configuration are the cluster admin's).
+        let cluster_wide = args.namespace.is_none();
+        if !cluster_wide && (args.manage_crd_conversion || args.checkpoint_restore_webhook) {
+            tracing::info!(
+                "namespace-restricted: the CRDs' conversion and the checkpoint restore webhook's configuration are left to the install"
+            );
+        }
+        if args.manage_crd_conversion && cluster_wide {
             webhook::ensure_crd_conversion(client.clone(), &endpoint, &tls.ca_bundle).await?;
             // Objects stored as v1alpha1 are read through the webhook served below.
             tokio::spawn(storage_migration::run(client.clone()));
         }
-        let restorer = if args.checkpoint_restore_webhook {
+        let restorer = if args.checkpoint_restore_webhook && cluster_wide {
             Some(start_restore_webhook(&args, &client, &endpoint, &tls.ca_bundle, &stop).await?)
         } else {
             None

@@ -26,14 +26,31 @@ fn untemplated(text: &str) -> String {
 #[test]
 fn helm_cluster_role_matches_deploy() {
     let plain: ClusterRole = serde_yaml::from_str(&read("rbac/clusterrole.yaml")).unwrap();
-    let chart: ClusterRole = serde_yaml::from_str(&untemplated(&read(
-        "helm/dynamo-operator/templates/clusterrole.yaml",
-    )))
-    .unwrap();
+    // The chart's ClusterRole (cluster-wide) and Roles (namespace-restricted) include one list.
+    let template = read("helm/dynamo-operator/templates/_operator-rules.tpl");
+    let (_, rules) = template
+        .split_once("{{- define \"dynamo-operator.rules\" -}}")
+        .unwrap();
+    let chart: Vec<k8s_openapi::api::rbac::v1::PolicyRule> =
+        serde_yaml::from_str(&untemplated(rules)).unwrap();
     assert_eq!(
-        plain.rules, chart.rules,
-        "deploy/helm/dynamo-operator/templates/clusterrole.yaml must grant exactly deploy/rbac/clusterrole.yaml's rules"
+        plain.rules,
+        Some(chart),
+        "deploy/helm/dynamo-operator/templates/_operator-rules.tpl must grant exactly deploy/rbac/clusterrole.yaml's rules"
     );
+    let planner_epp: Vec<ClusterRole> =
+        serde_yaml::Deserializer::from_str(&read("rbac/planner-epp-clusterroles.yaml"))
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+    let template = read("helm/dynamo-operator/templates/_planner-epp-rules.tpl");
+    let mut defines = template.split("{{- define ").skip(1);
+    for role in &planner_epp {
+        let rules: Vec<k8s_openapi::api::rbac::v1::PolicyRule> = serde_yaml::from_str(
+            &untemplated(defines.next().unwrap().split_once('\n').unwrap().1),
+        )
+        .unwrap();
+        assert_eq!(role.rules, Some(rules), "{:?}", role.metadata.name);
+    }
 }
 
 /// The optional image pull secret discovery role (kustomize component and chart).

@@ -5,7 +5,9 @@
 //!   own strict loader and carries what the values say; the Deployment runs with it;
 //! - `helm install` into the test control plane, then the operator binary runs out of cluster
 //!   (the image cannot be pulled here) with exactly the chart's configuration file and the
-//!   chart's ServiceAccount and RBAC, and becomes ready.
+//!   chart's ServiceAccount and RBAC, and becomes ready;
+//! - `helm upgrade` from an older copy of the chart updates the CRDs, `helm uninstall` keeps
+//!   them (a control plane of its own).
 
 mod common;
 
@@ -19,11 +21,7 @@ use operator::cli::RunArgs;
 use operator::config;
 use serde_json::Value;
 
-use common::{Operator, Spawn};
-
-fn chart() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/dynamo-operator")
-}
+use common::{Operator, Spawn, chart, helm};
 
 /// The values files: none (the defaults), then every file of `ci/`.
 fn values_files() -> Vec<Option<PathBuf>> {
@@ -36,27 +34,6 @@ fn values_files() -> Vec<Option<PathBuf>> {
     std::iter::once(None)
         .chain(files.into_iter().map(Some))
         .collect()
-}
-
-/// Runs `helm args`; its stdout, or a panic with its output.
-fn helm(args: &[&str]) -> String {
-    let binary = testkit::Binaries::locate().unwrap().dir.join("helm");
-    let output = Command::new(&binary)
-        .args(args)
-        .env("HELM_CACHE_HOME", std::env::temp_dir().join("helm-cache"))
-        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("helm-config"))
-        .env("HELM_DATA_HOME", std::env::temp_dir().join("helm-data"))
-        .output()
-        .expect("run helm");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "helm {}: {}\n{stdout}{}",
-        args.join(" "),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
 }
 
 fn with_values(base: &[&str], values: &Option<PathBuf>) -> Vec<String> {
@@ -227,6 +204,7 @@ async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rb
     let namespace = "dynamo-helm";
     let kubeconfig = cp.write_kubeconfig("helm-admin", &["system:masters"]);
     let chart = chart().display().to_string();
+    cp.install_crds(&api::crds()).await.unwrap();
     // The Prometheus Operator's API is served: the chart adds its PodMonitors and ServiceMonitor.
     cp.install_crd_files(&testkit::testdata::yaml_files("prometheus-operator-crds"))
         .await
@@ -241,6 +219,8 @@ async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rb
         &format!("--namespace={namespace}"),
         "--create-namespace",
         "--take-ownership",
+        // The tests installed this control plane's CRDs.
+        "--set=crds.manage=false",
         "--set=discoverImagePullSecrets=false",
         "--wait=false",
     ]);
@@ -322,6 +302,97 @@ async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rb
     }
     // The release stays: uninstalling would delete the cluster-wide RBAC later tests of this
     // control plane expect.
+}
+
+/// The CRDs are part of the release: `helm upgrade` from an older chart (a copy whose CRDs have
+/// no printer columns) updates them, and `helm uninstall` leaves them. A control plane of its own:
+/// the shared one's CRDs belong to the tests.
+#[tokio::test]
+async fn helm_upgrade_updates_the_crds_and_uninstall_keeps_them() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cp = testkit::ControlPlane::start(testkit::Options {
+        simulate_nodes: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let kubeconfig = cp.write_kubeconfig("helm-admin", &["system:masters"]);
+    let older = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(chart())
+        .arg(older.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let older_chart = older.path().join("dynamo-operator");
+    let crd_file = older_chart.join("files/crds/dynamographdeployments.nvidia.com.yaml");
+    let mut crd: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&crd_file).unwrap()).unwrap();
+    for version in crd["spec"]["versions"].as_array_mut().unwrap() {
+        version
+            .as_object_mut()
+            .unwrap()
+            .remove("additionalPrinterColumns");
+    }
+    std::fs::write(&crd_file, serde_yaml::to_string(&crd).unwrap()).unwrap();
+
+    let release = |verb: &str, chart: &Path| {
+        helm(&[
+            verb,
+            "dynamo-operator",
+            &chart.display().to_string(),
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--namespace=dynamo-system",
+            "--create-namespace",
+            "--set=discoverImagePullSecrets=false",
+            "--wait=false",
+        ]);
+    };
+    let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
+    let columns = || async {
+        let crd = crds.get("dynamographdeployments.nvidia.com").await.unwrap();
+        crd.spec
+            .versions
+            .iter()
+            .map(|v| {
+                v.additional_printer_columns
+                    .clone()
+                    .unwrap_or_default()
+                    .len()
+            })
+            .sum::<usize>()
+    };
+    release("install", &older_chart);
+    assert_eq!(columns().await, 0, "the older chart's CRD");
+    release("upgrade", &chart());
+    let expected: usize = api::crds()
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("dynamographdeployments.nvidia.com"))
+        .unwrap()
+        .spec
+        .versions
+        .iter()
+        .map(|v| {
+            v.additional_printer_columns
+                .clone()
+                .unwrap_or_default()
+                .len()
+        })
+        .sum();
+    assert!(expected > 0);
+    assert_eq!(columns().await, expected, "upgraded with the chart");
+
+    helm(&[
+        "uninstall",
+        "dynamo-operator",
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        "--namespace=dynamo-system",
+    ]);
+    for crd in api::crds() {
+        let name = crd.metadata.name.unwrap();
+        assert!(crds.get_opt(&name).await.unwrap().is_some(), "{name} kept");
+    }
 }
 
 #[test]

@@ -215,13 +215,8 @@ async fn apis_installed_and_removed_while_running_are_followed() {
     .unwrap();
     cp.install_crds(&api::crds()).await.unwrap();
     let ns = cp.namespace().await;
-    let operator = Operator::spawn(
-        &cp,
-        Spawn {
-            extra_args: vec![format!("--namespace={}", ns.name())],
-            ..Spawn::default()
-        },
-    );
+    // Cluster-wide: a namespace-restricted operator does not follow the CRDs.
+    let operator = Operator::spawn(&cp, Spawn::default());
     eventually("/readyz without the optional APIs", DEADLINE, || async {
         operator.ready()
     })

@@ -328,3 +328,30 @@ pub fn metric(text: &str, prefix: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// The Helm chart, `deploy/helm/dynamo-operator`.
+pub fn chart() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/helm/dynamo-operator")
+}
+
+/// Runs `helm args` (the client built beside the control plane); its stdout, or a panic with
+/// its output.
+pub fn helm(args: &[&str]) -> String {
+    let binary = testkit::Binaries::locate().unwrap().dir.join("helm");
+    let output = Command::new(&binary)
+        .args(args)
+        .env("HELM_CACHE_HOME", std::env::temp_dir().join("helm-cache"))
+        .env("HELM_CONFIG_HOME", std::env::temp_dir().join("helm-config"))
+        .env("HELM_DATA_HOME", std::env::temp_dir().join("helm-data"))
+        .output()
+        .expect("run helm");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "helm {}: {}\n{stdout}{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
