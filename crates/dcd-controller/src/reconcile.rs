@@ -191,6 +191,7 @@ pub struct DcdReconciler {
     served: Served,
     infrastructure: Infrastructure,
     pull_secrets: Discovery,
+    discovery: reconcilers::discovery::DiscoveryBackend,
 }
 
 impl DcdReconciler {
@@ -205,7 +206,15 @@ impl DcdReconciler {
             writer,
             served: Served::new(),
             infrastructure: Infrastructure::default(),
+            discovery: Default::default(),
         }
+    }
+
+    /// The operator's discovery backend, for DCDs without the `nvidia.com/dynamo-discovery-backend`
+    /// annotation (`kubernetes` unless set).
+    pub fn with_discovery(mut self, discovery: reconcilers::discovery::DiscoveryBackend) -> Self {
+        self.discovery = discovery;
+        self
     }
 
     /// The operator's infrastructure endpoints, rendered as env into every pod.
@@ -261,7 +270,7 @@ impl DcdReconciler {
             return Err(Box::new(failed));
         }
 
-        let identity = Identity::resolve(dcd);
+        let identity = Identity::resolve(dcd, self.discovery);
         let account = match self.component_pod_account(dcd, &identity).await {
             Ok(account) => account,
             Err(error) => return Err(Box::new(fail(out, generation, error))),
@@ -293,6 +302,7 @@ impl DcdReconciler {
             account: account.as_deref(),
             pull_secrets: &pull_secrets,
             checkpoint: checkpoint.as_ref(),
+            discovery: self.discovery,
         };
         let mut rendered = render_with(dcd, &pods);
         if applied_replicas(dcd).is_none() && dcd.spec.component.scaling_adapter.is_some() {

@@ -33,8 +33,31 @@ pub enum Command {
     Render(crate::render::RenderArgs),
 }
 
+/// Where Dynamo components discover each other (`--discovery-backend`, `discovery.backend`).
+#[derive(
+    ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Discovery {
+    /// Kubernetes objects (EndpointSlices, DynamoWorkerMetadata): upstream's default.
+    #[default]
+    Kubernetes,
+    /// An etcd cluster (`--etcd-address`).
+    Etcd,
+}
+
+impl From<Discovery> for reconcilers::discovery::DiscoveryBackend {
+    fn from(d: Discovery) -> Self {
+        match d {
+            Discovery::Kubernetes => Self::Kubernetes,
+            Discovery::Etcd => Self::Etcd,
+        }
+    }
+}
+
 /// Log output format.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
     Text,
@@ -189,10 +212,21 @@ pub struct RunArgs {
     /// Serve the checkpoint restore webhook (with `--webhook`): each new pod of a
     /// `startupPolicy: Immediate` checkpoint component whose DynamoCheckpoint is Ready is
     /// restore-shaped at creation. The operator applies its MutatingWebhookConfiguration
-    /// `dynamo-operator-checkpoint-restore` (pointing at this operator, `failurePolicy:
-    /// Ignore`) at start-up and watches DynamoCheckpoints and snapshot-agent DaemonSets for it.
+    /// `dynamo-operator-checkpoint-restore` (pointing at this operator, `failurePolicy` from
+    /// `--checkpoint-restore-failure-policy`) at start-up and watches DynamoCheckpoints and snapshot-agent DaemonSets for it.
     #[arg(long, env = "DYNAMO_OPERATOR_CHECKPOINT_RESTORE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub checkpoint_restore_webhook: bool,
+
+    /// The restore webhook's `failurePolicy`: `Ignore` (a pod is created cold when the webhook
+    /// cannot be reached) or `Fail` (it is refused, and its controller retries).
+    #[arg(
+        long,
+        env = "DYNAMO_OPERATOR_CHECKPOINT_RESTORE_FAILURE_POLICY",
+        value_enum,
+        default_value_t = crate::restore_webhook::FailurePolicy::Ignore,
+        global = true
+    )]
+    pub checkpoint_restore_failure_policy: crate::restore_webhook::FailurePolicy,
 
     /// ClusterRole the namespaces' `planner-serviceaccount` is bound to (RoleBinding
     /// `planner-serviceaccount-binding`).
@@ -263,6 +297,11 @@ pub struct RunArgs {
     /// Prometheus endpoint every Dynamo container gets as `PROMETHEUS_ENDPOINT` (unset: none).
     #[arg(long, env = "DYNAMO_OPERATOR_PROMETHEUS_ENDPOINT", global = true)]
     pub prometheus_endpoint: Option<String>,
+
+    /// Discovery backend of graphs (and DCDs) without the `nvidia.com/dynamo-discovery-backend`
+    /// annotation.
+    #[arg(long, env = "DYNAMO_OPERATOR_DISCOVERY_BACKEND", value_enum, default_value_t = Discovery::Kubernetes, global = true)]
+    pub discovery_backend: Discovery,
 
     /// Class of the Ingress every frontend gets (host `<graph>.<ingress host suffix>`, path `/`
     /// to the frontend Service's port 8000); unset: none, unless a v1alpha1 graph asks.
@@ -371,7 +410,8 @@ impl RunArgs {
         <Cli as clap::Parser>::parse_from(["dynamo-operator"]).run
     }
 
-    /// The shared resources' settings: ClusterRoles, SSH keys, checkpoints, infrastructure.
+    /// The shared resources' settings: scope, ClusterRoles, SSH keys, checkpoints, infrastructure,
+    /// discovery, ingress.
     pub fn shared_config(&self) -> reconcilers::shared::SharedConfig {
         reconcilers::shared::SharedConfig {
             planner_cluster_role: Some(self.planner_cluster_role.clone()),
@@ -382,6 +422,7 @@ impl RunArgs {
                 ..Default::default()
             }),
             infrastructure: self.infrastructure(),
+            discovery_backend: self.discovery_backend.into(),
             scope: match &self.namespace {
                 Some(ns) => reconcilers::shared::NamespaceScope::Restricted(ns.clone()),
                 None => reconcilers::shared::NamespaceScope::ClusterWide,
@@ -393,7 +434,6 @@ impl RunArgs {
                 virtual_service_gateway: self.istio_virtual_service_gateway.clone(),
                 http_route_gateway: self.http_route_gateway.clone(),
             },
-            ..Default::default()
         }
     }
 

@@ -70,6 +70,20 @@ pub struct OperatorConfiguration {
     /// Discovery.
     #[serde(default)]
     pub discovery: Discovery,
+    /// The operator's logs.
+    #[serde(default)]
+    pub logging: Logging,
+}
+
+/// `logging`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Logging {
+    /// Log filter: a level (`info`, `debug`) or any `EnvFilter` expression
+    /// (`info,operator=debug`).
+    pub level: Option<String>,
+    /// `text` or `json`.
+    pub format: Option<crate::cli::LogFormat>,
 }
 
 /// `server`.
@@ -226,17 +240,9 @@ pub struct Checkpoint {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Discovery {
-    /// Discovery backend of graphs without the `nvidia.com/dynamo-discovery-backend`
-    /// annotation: only `kubernetes` (a graph chooses `etcd` with that annotation).
-    pub backend: Option<KubernetesOnly>,
-}
-
-/// `kubernetes`, the one value accepted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum KubernetesOnly {
-    /// Kubernetes discovery.
-    Kubernetes,
+    /// Discovery backend of graphs (and DCDs) without the `nvidia.com/dynamo-discovery-backend`
+    /// annotation: `kubernetes` or `etcd`.
+    pub backend: Option<crate::cli::Discovery>,
 }
 
 /// A Go duration (`15m`, `1h30m`, `90s`), checked when the file is read.
@@ -355,6 +361,14 @@ pub fn parse(text: &str) -> Result<OperatorConfiguration, (String, String)> {
             ),
         );
     }
+    if let Some(level) = &config.logging.level
+        && tracing_subscriber::EnvFilter::try_new(level).is_err()
+    {
+        return refuse(
+            "logging.level",
+            format!("{level:?} is not a level or a log filter expression"),
+        );
+    }
     Ok(config)
 }
 
@@ -427,6 +441,13 @@ pub fn apply(config: &OperatorConfiguration, args: &mut RunArgs, given: Given<'_
     });
     set("checkpoints", &mut |a| {
         some(&mut a.checkpoints, &config.checkpoint.enabled)
+    });
+    set("discovery_backend", &mut |a| {
+        some(&mut a.discovery_backend, &config.discovery.backend)
+    });
+    set("log", &mut |a| some(&mut a.log, &config.logging.level));
+    set("log_format", &mut |a| {
+        some(&mut a.log_format, &config.logging.format)
     });
     let grove = config.orchestrators.grove.clone().unwrap_or_default();
     let delay = grove.termination_delay.map(|d| d.0);

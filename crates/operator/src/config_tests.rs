@@ -179,14 +179,15 @@ const EVERY_FIELD: &[Row] = &[
     ("checkpoint.enabled", "checkpoint: {enabled: false}", |a| {
         !a.shared_config().checkpoints_enabled
     }),
-    (
-        "discovery.backend",
-        "discovery: {backend: kubernetes}",
-        |a| {
-            a.shared_config().discovery_backend
-                == reconcilers::discovery::DiscoveryBackend::Kubernetes
-        },
-    ),
+    ("logging.level", "logging: {level: debug}", |a| {
+        a.log == "debug"
+    }),
+    ("logging.format", "logging: {format: json}", |a| {
+        a.log_format == crate::cli::LogFormat::Json
+    }),
+    ("discovery.backend", "discovery: {backend: etcd}", |a| {
+        a.shared_config().discovery_backend == reconcilers::discovery::DiscoveryBackend::Etcd
+    }),
 ];
 
 #[test]
@@ -312,9 +313,14 @@ fn bad_files_are_refused_with_the_field_path() {
             "orchestrators.grove.terminationDelay: \"soon\" is not a duration",
         ),
         (
-            "etcd discovery default",
-            "discovery: {backend: etcd}\n",
-            "discovery.backend: unknown variant `etcd`",
+            "bad log filter",
+            "logging: {level: \"info,=[\"}\n",
+            "logging.level: \"info,=[\" is not a level or a log filter expression",
+        ),
+        (
+            "unknown discovery backend",
+            "discovery: {backend: consul}\n",
+            "discovery.backend: unknown variant `consul`",
         ),
         (
             "another SSH Secret",

@@ -638,6 +638,7 @@ fn dcd_controller(
     let (writer, status_writer) = w.writers(DCD_MANAGER);
     let reconciler = dcd_controller::DcdReconciler::new(reader, writer)
         .with_infrastructure(w.args.infrastructure())
+        .with_discovery(w.args.discovery_backend.into())
         .with_served(w.served.clone())
         .with_pull_secret_discovery(secrets.is_some());
 

@@ -400,7 +400,12 @@ async fn start_restore_webhook(
 ) -> anyhow::Result<Arc<restore_webhook::Restorer>> {
     let namespace = args.namespace.as_deref();
     let reader = restore_webhook::reader(client.clone(), namespace, stop.clone())?;
-    let desired = restore_webhook::configuration(endpoint, ca_bundle, namespace);
+    let desired = restore_webhook::configuration(
+        endpoint,
+        ca_bundle,
+        namespace,
+        args.checkpoint_restore_failure_policy,
+    );
     if let Err(error) = restore_webhook::ensure_configuration(client.clone(), &desired).await {
         tracing::error!(
             error = format!("{error:#}"),

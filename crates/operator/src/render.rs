@@ -106,7 +106,13 @@ pub async fn render(args: &RenderArgs, settings: &RunArgs) -> anyhow::Result<Str
             .get_or_insert_with(Default::default)
             .insert(api::labels::WORKLOAD_PROVIDER.into(), value.into());
     }
-    let objects = converge(dgd, !args.without_leader_worker_set, settings).await?;
+    // `--namespace` names the graph's namespace here, not namespace-restricted mode: the
+    // rendering is a cluster-wide operator's.
+    let cluster_wide = RunArgs {
+        namespace: None,
+        ..settings.clone()
+    };
+    let objects = converge(dgd, !args.without_leader_worker_set, &cluster_wide).await?;
     Ok(match args.output {
         Output::Json => serde_json::to_string_pretty(&objects)? + "\n",
         Output::Yaml => objects
@@ -176,6 +182,7 @@ async fn converge(
     );
     let dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
         .with_infrastructure(settings.infrastructure())
+        .with_discovery(settings.discovery_backend.into())
         .with_served(served.clone())
         .with_pull_secret_discovery(true);
     for _ in 0..MAX_PASSES {

@@ -284,10 +284,34 @@ pub fn reader(
 /// The MutatingWebhookConfiguration pointing at `endpoint` with `ca_bundle`, for pods of
 /// `namespace` (all namespaces when `None`); see the module docs. The fields the apiserver
 /// would default are given, so a stored configuration equals this one.
+/// What the API server does with a pod when the restore webhook cannot be reached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailurePolicy {
+    /// Create the pod unchanged (it starts cold): the default, as upstream.
+    #[default]
+    #[value(name = "Ignore", alias = "ignore")]
+    Ignore,
+    /// Refuse the pod (its controller retries): no pod of an Immediate checkpoint component
+    /// ever starts cold, at the price of none starting while the operator is down.
+    #[value(name = "Fail", alias = "fail")]
+    Fail,
+}
+
+impl FailurePolicy {
+    /// The `failurePolicy` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Ignore => "Ignore",
+            FailurePolicy::Fail => "Fail",
+        }
+    }
+}
+
 pub fn configuration(
     endpoint: &Endpoint,
     ca_bundle: &str,
     namespace: Option<&str>,
+    failure_policy: FailurePolicy,
 ) -> MutatingWebhookConfiguration {
     let exists = |key: &str| LabelSelectorRequirement {
         key: key.into(),
@@ -320,7 +344,7 @@ pub fn configuration(
             name: WEBHOOK.into(),
             admission_review_versions: vec!["v1".into()],
             client_config: endpoint.client_config(PATH, ca_bundle),
-            failure_policy: Some("Ignore".into()),
+            failure_policy: Some(failure_policy.as_str().into()),
             match_policy: Some("Equivalent".into()),
             namespace_selector: Some(namespace_selector),
             object_selector: Some(LabelSelector {

@@ -100,6 +100,13 @@ fn the_rendered_configuration_is_the_operators_and_says_what_the_values_say() {
             container_args.contains("--config=/etc/dynamo-operator/config/config.yaml"),
             "{which}: {container_args}"
         );
+        // Every flag the chart passes is one the operator takes.
+        let flags: Vec<String> =
+            serde_json::from_value(pod["containers"][0]["args"].clone()).unwrap();
+        let cli = <operator::cli::Cli as clap::Parser>::try_parse_from(
+            std::iter::once("dynamo-operator".to_string()).chain(flags),
+        )
+        .unwrap_or_else(|e| panic!("{which}: the chart's flags: {e}"));
         let pdb = find("PodDisruptionBudget", "dynamo-operator");
         match which.as_str() {
             "defaults" => {
@@ -113,6 +120,10 @@ fn the_rendered_configuration_is_the_operators_and_says_what_the_values_say() {
                 assert!(pdb.is_none(), "one replica: no PodDisruptionBudget");
             }
             "platform-values.yaml" => {
+                assert_eq!(
+                    cli.run.checkpoint_restore_failure_policy,
+                    operator::restore_webhook::FailurePolicy::Fail
+                );
                 let infra = settings.infrastructure();
                 assert_eq!(
                     infra.nats_address.as_deref(),

@@ -74,6 +74,9 @@ pub const REASON_UNSUPPORTED_PROVIDER: &str = "unsupported_workload_provider";
 pub const REASON_PROVIDER_UNAVAILABLE: &str = "selected_workload_provider_unavailable";
 /// Ready reason: recording the provider failed.
 pub const REASON_RECORD_PROVIDER_FAILED: &str = "failed_to_record_workload_provider";
+/// Ready reason: releasing upstream's finalizer failed (upstream's reason when handling its
+/// finalizer fails).
+pub const REASON_FINALIZER_FAILED: &str = "failed_to_handle_the_finalizer";
 
 /// Why a reconcile did not complete.
 #[derive(Debug, thiserror::Error)]
@@ -315,11 +318,8 @@ impl Root {
             Ok(None) => dgd,
             Err(error) => {
                 let error = Error::ReleaseFinalizer(error);
-                let failed = Outcome::new(seeded(&dgd)).fail(
-                    generation,
-                    REASON_RECORD_PROVIDER_FAILED,
-                    error,
-                );
+                let failed =
+                    Outcome::new(seeded(&dgd)).fail(generation, REASON_FINALIZER_FAILED, error);
                 return Err(failed.into());
             }
         };
@@ -884,6 +884,26 @@ mod tests {
             "the provider is recorded in the same pass, after the release"
         );
         assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
+    }
+
+    /// A failed release is upstream's finalizer failure, retried; nothing else is touched.
+    #[tokio::test]
+    async fn a_failed_finalizer_release_says_so_and_touches_nothing() {
+        let d = Double::new();
+        let mut g = graph(&[]);
+        g.metadata.finalizers = Some(vec![labels::UPSTREAM_FINALIZER.into()]);
+        d.insert(g);
+        d.fail_next(
+            Verb::Patch,
+            "DynamoGraphDeployment",
+            kit::Error::Unsupported("patch failed".into()),
+        );
+        let err = pass(&d, &root(&d, false)).await.unwrap_err();
+        assert_eq!(retry(err), Retry::Backoff);
+        assert_eq!(ready(&d).1, REASON_FINALIZER_FAILED);
+        assert!(d.objects::<DynamoComponentDeployment>().is_empty());
+        pass(&d, &root(&d, false)).await.unwrap();
+        assert!(stored(&d).finalizers().is_empty());
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! Identity: what the DCD says about itself (names, component type, Dynamo namespace, worker
 //! hash, the labels and annotations its children carry).
 
+use reconcilers::discovery::DiscoveryBackend;
 use std::collections::BTreeMap;
 
 use api::DynamoComponentDeployment;
@@ -31,10 +32,15 @@ pub(crate) struct Identity {
     /// Labels rendered onto children (DCD labels, pod template labels, identities).
     pub labels: BTreeMap<String, String>,
     pub nodes: i32,
+    /// The operator's discovery backend, for DCDs without the discovery annotation.
+    pub default_discovery: DiscoveryBackend,
 }
 
 impl Identity {
-    pub(crate) fn resolve(dcd: &DynamoComponentDeployment) -> Identity {
+    pub(crate) fn resolve(
+        dcd: &DynamoComponentDeployment,
+        default_discovery: DiscoveryBackend,
+    ) -> Identity {
         let own = dcd.metadata.labels.clone().unwrap_or_default();
         let component = &dcd.spec.component;
         let spec_type = component.r#type;
@@ -117,16 +123,17 @@ impl Identity {
             annotations,
             labels: kube_labels,
             nodes: component.number_of_nodes(),
+            default_discovery,
         }
     }
 
     /// The discovery backend: the `nvidia.com/dynamo-discovery-backend` annotation, else the
-    /// operator default (`kubernetes`).
+    /// operator default (`kubernetes` unless configured).
     fn discovery_backend(&self) -> &str {
         self.annotations
             .get(labels::DYNAMO_DISCOVERY_BACKEND)
             .map(String::as_str)
-            .unwrap_or(DISCOVERY_KUBERNETES)
+            .unwrap_or(self.default_discovery.as_str())
     }
 
     /// Kubernetes discovery is on: every component gets a Service and discovery labels.

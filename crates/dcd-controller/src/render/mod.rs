@@ -17,6 +17,7 @@ mod replicas;
 mod service;
 mod workloads;
 
+use reconcilers::discovery::DiscoveryBackend;
 use std::collections::BTreeMap;
 
 use api::DynamoComponentDeployment;
@@ -85,6 +86,7 @@ pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
             account: None,
             pull_secrets: &PullSecrets::default(),
             checkpoint: None,
+            discovery: DiscoveryBackend::default(),
         },
     )
 }
@@ -92,7 +94,7 @@ pub fn render(dcd: &DynamoComponentDeployment) -> Rendered {
 /// Render the objects `dcd` wants, its pods with what the cluster and the operator add
 /// ([`Pods`]). Pure and deterministic.
 pub fn render_with(dcd: &DynamoComponentDeployment, pods: &Pods<'_>) -> Rendered {
-    let identity = Identity::resolve(dcd);
+    let identity = Identity::resolve(dcd, pods.discovery);
     let pods = *pods;
     let workload = if identity.nodes > 1 {
         Workload::LeaderWorkerSet(Box::new(workloads::leader_worker_set(
@@ -121,6 +123,8 @@ pub struct Pods<'a> {
     /// The component's checkpoint, as resolved (`reconcilers::checkpoints::resolve_component`;
     /// see `pod_render::restore`).
     pub checkpoint: Option<&'a Checkpoint>,
+    /// The operator's discovery backend, for DCDs without the discovery annotation.
+    pub discovery: DiscoveryBackend,
 }
 
 fn owner_references(dcd: &DynamoComponentDeployment) -> Option<Vec<OwnerReference>> {

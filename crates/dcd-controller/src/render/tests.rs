@@ -777,6 +777,31 @@ fn etcd_discovery_drops_discovery_labels_env_and_worker_services() {
     );
 }
 
+/// The operator's default backend (`--discovery-backend`, `discovery.backend`) decides for a DCD
+/// without the annotation; the annotation wins either way.
+#[test]
+fn the_operators_discovery_default_applies_without_the_annotation() {
+    use reconcilers::discovery::DiscoveryBackend;
+    let with = |dcd: &DynamoComponentDeployment, discovery: DiscoveryBackend| {
+        let pods = Pods {
+            infrastructure: &Infrastructure::default(),
+            account: None,
+            pull_secrets: &PullSecrets::default(),
+            checkpoint: None,
+            discovery,
+        };
+        render_with(dcd, &pods).service.is_some()
+    };
+    let mut dcd = worker();
+    assert!(with(&dcd, DiscoveryBackend::Kubernetes));
+    assert!(
+        !with(&dcd, DiscoveryBackend::Etcd),
+        "etcd: no worker Service"
+    );
+    annotate(&mut dcd, labels::DYNAMO_DISCOVERY_BACKEND, "kubernetes");
+    assert!(with(&dcd, DiscoveryBackend::Etcd), "the annotation wins");
+}
+
 #[test]
 fn container_discovery_mode_adds_its_env() {
     let mut dcd = worker();
@@ -947,7 +972,7 @@ fn legacy_worker_selectors_keep_type_worker() {
         "worker"
     );
     assert_eq!(
-        Identity::resolve(&dcd).runtime_namespace(),
+        Identity::resolve(&dcd, Default::default()).runtime_namespace(),
         "ns-vllm-disagg-abc123"
     );
     // Without the worker hash it is the spec's type.
@@ -958,7 +983,7 @@ fn legacy_worker_selectors_keep_type_worker() {
         .remove(labels::DYNAMO_WORKER_HASH);
     assert_eq!(pod_labels(&dcd)[labels::DYNAMO_COMPONENT_TYPE], "prefill");
     assert_eq!(
-        Identity::resolve(&dcd).runtime_namespace(),
+        Identity::resolve(&dcd, Default::default()).runtime_namespace(),
         "ns-vllm-disagg"
     );
 }
@@ -1733,6 +1758,7 @@ fn accounts_of(
         account: account.as_deref(),
         pull_secrets: &PullSecrets::default(),
         checkpoint: None,
+        discovery: Default::default(),
     };
     pod_templates(dcd, &pods)
         .into_iter()
@@ -1909,6 +1935,7 @@ fn pull_secrets_of(
         account: None,
         pull_secrets,
         checkpoint: None,
+        discovery: Default::default(),
     };
     pod_templates(dcd, &pods)
         .into_iter()

@@ -373,7 +373,7 @@ async fn the_answer_patches_the_pod_into_the_restored_pod() {
 #[test]
 fn the_configuration_registers_pod_creation_at_this_operator() {
     let url = Endpoint::Url("https://127.0.0.1:9443/".into());
-    let config = configuration(&url, "CA", None);
+    let config = configuration(&url, "CA", None, FailurePolicy::default());
     assert_eq!(config.metadata.name.as_deref(), Some(CONFIGURATION));
     let webhooks = config.webhooks.unwrap();
     let [webhook] = &webhooks[..] else {
@@ -427,8 +427,9 @@ fn the_configuration_registers_pod_creation_at_this_operator() {
         name: "dynamo-operator-webhook".into(),
         port: 443,
     };
-    let scoped = configuration(&service, "CA", Some("team-a"));
+    let scoped = configuration(&service, "CA", Some("team-a"), FailurePolicy::Fail);
     let webhook = &scoped.webhooks.unwrap()[0];
+    assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
     let reference = webhook.client_config.service.as_ref().unwrap();
     assert_eq!(
         (
