@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use operator::cli::RunArgs;
 use operator::config;
@@ -235,16 +234,7 @@ async fn helm_install_and_the_operator_runs_with_the_charts_configuration_and_rb
         "--set=discoverImagePullSecrets=false",
         "--wait=false",
     ]);
-    let configs: Api<ConfigMap> = Api::namespaced(cp.client(), namespace);
-    let text = configs
-        .get("dynamo-operator-config")
-        .await
-        .unwrap()
-        .data
-        .unwrap()["config.yaml"]
-        .clone();
-    let file = cp.dir().join("helm-operator-config.yaml");
-    std::fs::write(&file, &text).unwrap();
+    let (_, file) = common::chart_config(cp, namespace, "helm-operator-config.yaml").await;
     let account = common::account_kubeconfig(cp, namespace, "helm-operator.kubeconfig").await;
     let operator = Operator::spawn(
         cp,
@@ -361,36 +351,24 @@ async fn helm_upgrade_updates_the_crds_and_uninstall_keeps_them() {
         ]);
     };
     let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
-    let columns = || async {
-        let crd = crds.get("dynamographdeployments.nvidia.com").await.unwrap();
+    // The printer columns of a CRD, over its versions.
+    let count = |crd: &CustomResourceDefinition| -> usize {
         crd.spec
             .versions
             .iter()
-            .map(|v| {
-                v.additional_printer_columns
-                    .clone()
-                    .unwrap_or_default()
-                    .len()
-            })
-            .sum::<usize>()
+            .map(|v| v.additional_printer_columns.as_ref().map_or(0, Vec::len))
+            .sum()
     };
+    let columns = || async { count(&crds.get("dynamographdeployments.nvidia.com").await.unwrap()) };
     release("install", &older_chart);
     assert_eq!(columns().await, 0, "the older chart's CRD");
     release("upgrade", &chart());
-    let expected: usize = api::crds()
-        .iter()
-        .find(|c| c.metadata.name.as_deref() == Some("dynamographdeployments.nvidia.com"))
-        .unwrap()
-        .spec
-        .versions
-        .iter()
-        .map(|v| {
-            v.additional_printer_columns
-                .clone()
-                .unwrap_or_default()
-                .len()
-        })
-        .sum();
+    let expected = count(
+        api::crds()
+            .iter()
+            .find(|c| c.metadata.name.as_deref() == Some("dynamographdeployments.nvidia.com"))
+            .unwrap(),
+    );
     assert!(expected > 0);
     assert_eq!(columns().await, expected, "upgraded with the chart");
 

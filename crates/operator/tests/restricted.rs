@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use api::DynamoGraphDeployment;
-use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -93,17 +93,9 @@ async fn a_restricted_operator_needs_only_the_charts_roles() {
         "no ClusterRoleBinding names the release's accounts"
     );
 
-    let configs: Api<ConfigMap> = Api::namespaced(cp.client(), namespace);
-    let text = configs
-        .get("dynamo-operator-config")
-        .await
-        .unwrap()
-        .data
-        .unwrap()["config.yaml"]
-        .clone();
+    let (text, file) =
+        common::chart_config(cp, namespace, &format!("{namespace}-operator-config.yaml")).await;
     assert!(text.contains(&format!("restricted: {namespace}")), "{text}");
-    let file = cp.dir().join(format!("{namespace}-operator-config.yaml"));
-    std::fs::write(&file, &text).unwrap();
     let account =
         common::account_kubeconfig(cp, namespace, &format!("{namespace}-operator.kubeconfig"))
             .await;

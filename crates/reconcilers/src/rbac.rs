@@ -91,7 +91,9 @@ impl RbacReconciler {
         Ok(())
     }
 
-    /// One ServiceAccount plus its RoleBinding to `cluster_role`.
+    /// One ServiceAccount plus its RoleBinding to `cluster_role`. The ClusterRole is read (it
+    /// is not watched) only when the binding to it is missing or names another role: a reconcile
+    /// that finds the binding in place reads nothing from the API server.
     async fn ensure(
         &self,
         namespace: &str,
@@ -99,26 +101,28 @@ impl RbacReconciler {
         cluster_role: &str,
         events: &mut Vec<Event>,
     ) -> Result<()> {
-        let role: Option<ClusterRole> = self
-            .reader
-            .get(None, cluster_role)
-            .await
-            .map_err(Error::api(format!("get ClusterRole {cluster_role}")))?;
-        if role.is_none() {
-            return Err(Error::Missing(format!(
-                "cluster role {cluster_role:?} does not exist: ensure it is created before deploying components"
-            )));
-        }
         let (sa, rb) = render(namespace, account, cluster_role);
-        let ensured = child::ensure(&*self.reader, &*self.writer, &sa, Ownership::Shared).await?;
-        child::record(events, ensured, "ServiceAccount", Some(namespace), account);
-
         let rb_name = rb.name_any();
         let observed: Option<RoleBinding> = self
             .reader
             .get(Some(namespace), &rb_name)
             .await
             .map_err(Error::api(format!("get RoleBinding {namespace}/{rb_name}")))?;
+        if observed.as_ref().is_none_or(|o| o.role_ref != rb.role_ref) {
+            let role: Option<ClusterRole> = self
+                .reader
+                .get(None, cluster_role)
+                .await
+                .map_err(Error::api(format!("get ClusterRole {cluster_role}")))?;
+            if role.is_none() {
+                return Err(Error::Missing(format!(
+                    "cluster role {cluster_role:?} does not exist: ensure it is created before deploying components"
+                )));
+            }
+        }
+        let ensured = child::ensure(&*self.reader, &*self.writer, &sa, Ownership::Shared).await?;
+        child::record(events, ensured, "ServiceAccount", Some(namespace), account);
+
         let mut recreated = false;
         if let Some(observed) = observed.filter(|o| o.role_ref != rb.role_ref) {
             tracing::info!(
@@ -289,6 +293,33 @@ mod tests {
             .object(Some("ns"), "planner-serviceaccount-binding")
             .unwrap();
         assert_eq!(rb.role_ref.name, "other-role");
+    }
+
+    /// With the binding in place the ClusterRole is not read (a failing read goes unnoticed);
+    /// a binding that must be made reads it.
+    #[tokio::test]
+    async fn the_cluster_role_is_read_only_to_bind_it() {
+        let d = Double::new();
+        let g = graph(&d);
+        cluster_role(&d, "planner-role");
+        cluster_role(&d, "epp-role");
+        reconciler(&d, config()).reconcile(&g).await.result.unwrap();
+        let unreadable = || kit::Error::Forbidden("get clusterroles".into());
+        d.fail_next(Verb::Get, "ClusterRole", unreadable());
+        reconciler(&d, config()).reconcile(&g).await.result.unwrap();
+
+        let mut other = config();
+        other.planner_cluster_role = Some("epp-role".into());
+        d.fail_next(Verb::Get, "ClusterRole", unreadable());
+        let err = reconciler(&d, other)
+            .reconcile(&g)
+            .await
+            .result
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("get ClusterRole epp-role"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

@@ -355,3 +355,20 @@ pub fn helm(args: &[&str]) -> String {
     );
     stdout
 }
+
+/// The configuration file a chart release in `namespace` rendered (ConfigMap
+/// `dynamo-operator-config`), written as `file` in the control plane's folder: its text and path.
+pub async fn chart_config(cp: &ControlPlane, namespace: &str, file: &str) -> (String, PathBuf) {
+    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(cp.client(), namespace);
+    let text = configs
+        .get("dynamo-operator-config")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["config.yaml"]
+        .clone();
+    let path = cp.dir().join(file);
+    std::fs::write(&path, &text).unwrap();
+    (text, path)
+}
