@@ -9,9 +9,9 @@
 //! | dynamographdeploymentscalingadapter | DynamoGraphDeploymentScalingAdapter | DynamoComponentDeployment, DynamoGraphDeployment (and PodClique, PodCliqueScalingGroup with Grove), mapped to the adapters naming their graph and component |
 //!
 //! The graph's other children (its PVCs and claim templates) are watched with the label
-//! selector `nvidia.com/dynamo-graph-deployment-name`; Roles and RoleBindings with
-//! `app.kubernetes.io/managed-by=dynamo-operator`, which the graphs' discovery RBAC and the
-//! namespaces' shared planner and EPP bindings (no graph label) both carry (ConfigMaps are one
+//! selector `nvidia.com/dynamo-graph-deployment-name`; Roles and RoleBindings are unselected
+//! watches, so that a miss means absent and creating a graph's discovery RBAC or a namespace's
+//! shared planner and EPP binding costs no read (ConfigMaps are one
 //! unselected watch shared with the checkpoint controller; ServiceAccounts are one unselected
 //! watch too, because the component controller reads the user's accounts labelled
 //! `nvidia.com/dynamo-component-pod` from it and a kind has one watch with one selector), so
@@ -88,10 +88,6 @@ pub const DGDSA_MANAGER: &str = scaling_controller::FIELD_MANAGER;
 
 /// The label every graph-owned child carries (the selector of their watches).
 const GRAPH_LABEL: &str = api::labels::DYNAMO_GRAPH_DEPLOYMENT_NAME;
-/// The selector of the Role and RoleBinding watches: every one the operator makes (a graph's
-/// discovery RBAC, and the planner and EPP bindings a namespace's graphs share, which carry no
-/// graph label), so that reading them costs no request.
-const OPERATOR_MANAGED: &str = "app.kubernetes.io/managed-by=dynamo-operator";
 
 /// What the controllers share.
 struct Wiring<'a> {
@@ -482,8 +478,10 @@ fn watch_graph_children(w: &Wiring<'_>) -> anyhow::Result<()> {
     // Unselected: the DCD controller reads the namespace's labelled accounts from it too.
     w.watch::<ServiceAccount>(Scope::All)?;
     w.watch::<Service>(Scope::All)?;
-    w.watch::<Role>(Scope::Labelled(OPERATOR_MANAGED))?;
-    w.watch::<RoleBinding>(Scope::Labelled(OPERATOR_MANAGED))?;
+    // Unselected: a miss is then known absent, so the discovery and planner RBAC a graph needs
+    // is created without a read first (Roles and RoleBindings are small and few).
+    w.watch::<Role>(Scope::All)?;
+    w.watch::<RoleBinding>(Scope::All)?;
     // One ConfigMap watch for both controllers: graph children and checkpoint artifact
     // records carry different labels, and a watch has one selector.
     w.watch::<ConfigMap>(Scope::All)?;
@@ -876,28 +874,6 @@ fn dgdsa_controller(w: &Wiring<'_>) -> anyhow::Result<BoxFuture<'static, ()>> {
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-
-    /// Every Role and RoleBinding the graph controller makes is in the watch: the discovery
-    /// RBAC of a graph and the shared planner binding carry the selector's label.
-    #[test]
-    fn role_watches_select_what_the_operator_makes() {
-        let (key, value) = OPERATOR_MANAGED.split_once('=').unwrap();
-        assert_eq!(key, api::labels::APP_MANAGED_BY);
-        let selector = kube::core::Selector::from_iter([(key, value)]);
-        let labels = |m: &ObjectMeta| m.labels.clone().unwrap_or_default();
-        let mut dgd = api::DynamoGraphDeployment::new("g", Default::default());
-        dgd.metadata.namespace = Some("ns".into());
-        dgd.metadata.uid = Some("u".into());
-        let (_, role, binding) = reconcilers::discovery::render(&dgd).unwrap();
-        let (_, shared) = reconcilers::rbac::render("ns", "planner-serviceaccount", "r");
-        for meta in [&role.metadata, &binding.metadata, &shared.metadata] {
-            assert!(
-                kube::core::SelectorExt::matches(&selector, &labels(meta)),
-                "{:?}",
-                meta.name
-            );
-        }
-    }
 
     fn owner(kind: &str, name: &str, controller: bool) -> OwnerReference {
         OwnerReference {

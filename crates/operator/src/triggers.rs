@@ -192,14 +192,14 @@ pub const TRIGGERS: &[Trigger] = &[
         kind: "rbac.authorization.k8s.io/v1/Role",
         fields: &["/rules"],
         enqueue: Enqueue::ControllerOwner,
-        note: "graph-owned Roles (label-selected watch); rule drift is restored",
+        note: "graph-owned Roles (one unselected watch: a miss means absent, so creating costs no read); rule drift is restored",
     },
     Trigger {
         controller: ControllerName::Dgd,
         kind: "rbac.authorization.k8s.io/v1/RoleBinding",
         fields: &["/roleRef", "/subjects"],
         enqueue: Enqueue::ControllerOwner,
-        note: "graph-owned RoleBindings (label-selected watch); binding drift is restored",
+        note: "graph-owned RoleBindings (one unselected watch: a miss means absent, so creating costs no read); binding drift is restored",
     },
     Trigger {
         controller: ControllerName::Dgd,
