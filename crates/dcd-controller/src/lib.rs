@@ -220,7 +220,8 @@
 //! # Not rendered (yet)
 //! Every field of a component's pod is rendered or refused (`api`'s field-coverage test walks
 //! the schema). Upstream also has, outside the pod: inputs of its operator configuration file
-//! (TLS env of the infrastructure endpoints, checkpoint storage configured rather than discovered from the snapshot agent's DaemonSet), and
+//! (TLS env of the infrastructure endpoints, checkpoint storage configured rather than
+//! discovered from the snapshot agent's DaemonSet), and
 //! what it does to graphs an older upstream operator made (legacy per-replica
 //! LeaderWorkerSet/PodGroup pruning, the Deployment lookups that keep alpha-era selectors, HPA
 //! ownership).

@@ -213,7 +213,8 @@ pub struct RunArgs {
     /// `startupPolicy: Immediate` checkpoint component whose DynamoCheckpoint is Ready is
     /// restore-shaped at creation. The operator applies its MutatingWebhookConfiguration
     /// `dynamo-operator-checkpoint-restore` (pointing at this operator, `failurePolicy` from
-    /// `--checkpoint-restore-failure-policy`) at start-up and watches DynamoCheckpoints and snapshot-agent DaemonSets for it.
+    /// `--checkpoint-restore-failure-policy`) at start-up and watches DynamoCheckpoints and
+    /// snapshot-agent DaemonSets for it.
     #[arg(long, env = "DYNAMO_OPERATOR_CHECKPOINT_RESTORE_WEBHOOK", default_value_t = true, action = clap::ArgAction::Set, global = true)]
     pub checkpoint_restore_webhook: bool,
 

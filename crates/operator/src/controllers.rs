@@ -399,14 +399,6 @@ pub fn build(
         dgdsa_controller(&wiring)?,
     ];
     futures.extend(unreadable_reporters(&wiring)?);
-    let requeue = optional_apis::Requeue {
-        graphs: store::<DynamoGraphDeployment>(cache)?,
-        graph_queue,
-        graph_metrics: dgd_metrics,
-        dcds: store::<DynamoComponentDeployment>(cache)?,
-        dcd_queue,
-        dcd_metrics,
-    };
     if let Some(ns) = &args.namespace {
         // Following the APIs watches their (cluster-scoped) CRDs.
         tracing::info!(
@@ -415,6 +407,14 @@ pub fn build(
         );
         return Ok(futures);
     }
+    let requeue = optional_apis::Requeue {
+        graphs: store::<DynamoGraphDeployment>(cache)?,
+        graph_queue,
+        graph_metrics: dgd_metrics,
+        dcds: store::<DynamoComponentDeployment>(cache)?,
+        dcd_queue,
+        dcd_metrics,
+    };
     let follow = optional_apis::follow(
         wiring.client.clone(),
         wiring.served.clone(),
@@ -614,6 +614,22 @@ pub fn root(
     root::Root::new(reader, writer, Arc::new(component), Arc::new(grove), served)
 }
 
+/// The component reconciler with the run's settings, as the DCD controller runs it (and
+/// `render`).
+pub fn dcd_reconciler(
+    reader: Arc<dyn Reader>,
+    writer: Arc<dyn Writer>,
+    served: Served,
+    args: &RunArgs,
+    discover_pull_secrets: bool,
+) -> dcd_controller::DcdReconciler {
+    dcd_controller::DcdReconciler::new(reader, writer)
+        .with_infrastructure(args.infrastructure())
+        .with_discovery(args.discovery_backend.into())
+        .with_served(served)
+        .with_pull_secret_discovery(discover_pull_secrets)
+}
+
 fn dcd_controller(
     w: &Wiring<'_>,
     metrics: ControllerMetrics,
@@ -634,11 +650,7 @@ fn dcd_controller(
 
     let reader: Arc<dyn Reader> = Arc::new(w.cache.clone());
     let (writer, status_writer) = w.writers(DCD_MANAGER);
-    let reconciler = dcd_controller::DcdReconciler::new(reader, writer)
-        .with_infrastructure(w.args.infrastructure())
-        .with_discovery(w.args.discovery_backend.into())
-        .with_served(w.served.clone())
-        .with_pull_secret_discovery(secrets.is_some());
+    let reconciler = dcd_reconciler(reader, writer, w.served.clone(), w.args, secrets.is_some());
 
     let mut controller = Controller::for_shared_stream(
         w.trigger::<DynamoComponentDeployment>(name, &metrics)?,

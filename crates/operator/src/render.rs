@@ -180,11 +180,13 @@ async fn converge(
         settings,
         true,
     );
-    let dcds = dcd_controller::DcdReconciler::new(double.reader(), double.writer())
-        .with_infrastructure(settings.infrastructure())
-        .with_discovery(settings.discovery_backend.into())
-        .with_served(served.clone())
-        .with_pull_secret_discovery(true);
+    let dcds = crate::controllers::dcd_reconciler(
+        double.reader(),
+        double.writer(),
+        served.clone(),
+        settings,
+        true,
+    );
     for _ in 0..MAX_PASSES {
         let before = double.revision();
         let current: Arc<DynamoGraphDeployment> = Arc::new(
