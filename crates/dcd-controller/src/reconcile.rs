@@ -352,6 +352,10 @@ impl DcdReconciler {
             return Err(Box::new(fail(out, generation, error)));
         }
         out.status.observed_generation = Some(generation);
+        if !readiness.ready {
+            // The workload is still starting: a new component's first status may wait for it.
+            out.settling();
+        }
         conditions::set(&mut out.status.conditions, available);
         transition_events(&previous, &mut out);
         Ok(out)
@@ -492,9 +496,12 @@ impl DcdReconciler {
                 .map_err(Error::sync(Child::Service, "delete", &name))?;
             if !matches!(deleted, Deleted::NotFound) {
                 tracing::info!(dcd = %key(ns.as_deref(), &dcd.name_any()), service = %name, "deleted the Service no longer wanted");
-                out.normal(
-                    "ServiceDeleted",
-                    format!("Deleted Service {name}: the component wants none"),
+                out.event(
+                    kit::Event::normal(
+                        "ServiceDeleted",
+                        format!("Deleted Service {name}: the component wants none"),
+                    )
+                    .mutation("Deleted", "Service", &name),
                 );
             }
             return Ok(());
@@ -600,7 +607,13 @@ fn mutation_event(
         return;
     };
     tracing::info!(dcd = %key(dcd.namespace().as_deref(), &dcd.name_any()), kind = child.kind(), name, change = verb, "converged child");
-    out.normal(&format!("{child}{verb}"), format!("{verb} {child} {name}"));
+    out.event(
+        kit::Event::normal(&format!("{child}{verb}"), format!("{verb} {child} {name}")).mutation(
+            verb,
+            child.kind(),
+            name,
+        ),
+    );
 }
 
 /// A multinode component on a cluster without the LeaderWorkerSet API.

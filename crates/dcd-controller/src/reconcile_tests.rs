@@ -63,6 +63,14 @@ async fn pass(d: &Double, r: &DcdReconciler, name: &str) -> Result<Action, RunEr
     .await
 }
 
+/// The published events' reasons and notes.
+fn notes(d: &Double) -> Vec<(String, String)> {
+    d.events()
+        .into_iter()
+        .map(|e| (e.event.reason, e.event.note.unwrap_or_default()))
+        .collect()
+}
+
 fn status(d: &Double, name: &str) -> DynamoComponentDeploymentStatus {
     dcd(d, name).status.expect("a status")
 }
@@ -145,7 +153,14 @@ async fn the_first_run_creates_the_deployment_and_the_service() {
     );
     let svc: Service = d.object(Some(NS), WORKER).expect("the Service");
     assert_eq!(svc.metadata.owner_references.unwrap()[0].uid, "dcd-uid");
-    assert_eq!(d.event_reasons(), ["DeploymentCreated", "ServiceCreated"]);
+    // One reconcile's writes, announced together.
+    assert_eq!(
+        notes(&d),
+        [(
+            "ResourcesCreated".to_string(),
+            format!("Created Deployment {WORKER}; Service {WORKER}")
+        )]
+    );
     assert!(
         d.events()
             .iter()
@@ -324,7 +339,7 @@ async fn a_changed_spec_updates_the_deployment_and_removed_fields_go() {
     pass(&d, &r, WORKER).await.unwrap();
     let dep = deployment(&d, WORKER);
     assert!(!dep.annotations().contains_key("note"));
-    assert!(d.event_reasons().contains(&"DeploymentUpdated".to_string()));
+    assert!(d.event_reasons().contains(&"ResourcesUpdated".to_string()));
     assert_eq!(status(&d, WORKER).observed_generation, Some(2));
 }
 
@@ -501,10 +516,7 @@ async fn with_leader_worker_sets_a_multinode_component_gets_one() {
         .expect("the LeaderWorkerSet");
     assert_eq!(lws.data["spec"]["leaderWorkerTemplate"]["size"], 2);
     assert!(d.objects::<Deployment>().is_empty());
-    assert_eq!(
-        d.event_reasons(),
-        ["LeaderWorkerSetCreated", "ServiceCreated"]
-    );
+    assert_eq!(d.event_reasons(), ["ResourcesCreated"]);
     assert_eq!(
         condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
         "LeaderWorkerSetNotReady"
@@ -734,11 +746,7 @@ async fn a_multinode_component_proceeds_once_the_api_is_served() {
     pass(&d, &r, MULTINODE).await.unwrap();
     assert_eq!(
         d.event_reasons(),
-        [
-            "LeaderWorkerSetCreated",
-            "ServiceCreated",
-            "LeaderWorkerSetNotReady"
-        ]
+        ["ResourcesCreated", "LeaderWorkerSetNotReady"]
     );
     assert_eq!(
         condition(&d, MULTINODE, CONDITION_AVAILABLE).1,

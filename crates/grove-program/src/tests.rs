@@ -29,8 +29,7 @@ use crate::topology::{
     REASON_TOPOLOGY_DEFINITION_NOT_FOUND,
 };
 use crate::workload::{
-    EVENT_PCS_CREATED, EVENT_PCS_UPDATED, EVENT_SCALED, EVENT_SERVICE_CREATED,
-    EVENT_SERVICE_DELETED, REASON_WORKLOADS_FAILED,
+    EVENT_PCS_UPDATED, EVENT_SCALED, EVENT_SERVICE_DELETED, REASON_WORKLOADS_FAILED,
 };
 
 fn program(d: &Double) -> GroveProgram {
@@ -135,19 +134,7 @@ async fn steps_run_in_order_and_a_converged_pass_writes_nothing() {
         (owner.controller, owner.uid.as_str()),
         (Some(true), stored(&d).metadata.uid.as_deref().unwrap())
     );
-    assert_eq!(
-        d.event_reasons(),
-        [
-            "ServiceAccountCreated",
-            "RoleCreated",
-            "RoleBindingCreated",
-            EVENT_PCS_CREATED,
-            EVENT_SERVICE_CREATED,
-            EVENT_SERVICE_CREATED,
-            "some_resources_are_not_ready",
-            scaling_adapters::EVENT_ADAPTER_CREATED,
-        ]
-    );
+    assert_eq!(d.event_reasons(), ["ResourcesCreated"]);
     assert_eq!(
         s.components["Frontend"].component_names,
         ["g-0-frontend"],

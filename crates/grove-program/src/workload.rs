@@ -335,16 +335,16 @@ impl PodCliqueSetWorkload {
         if applied.changed {
             if observed.is_some() {
                 tracing::info!(pcs = %key, "updated PodCliqueSet");
-                events.push(Event::normal(
-                    EVENT_PCS_UPDATED,
-                    format!("Updated PodCliqueSet {key}"),
-                ));
+                events.push(
+                    Event::normal(EVENT_PCS_UPDATED, format!("Updated PodCliqueSet {key}"))
+                        .mutation("Updated", "PodCliqueSet", &name),
+                );
             } else {
                 tracing::info!(pcs = %key, "created PodCliqueSet");
-                events.push(Event::normal(
-                    EVENT_PCS_CREATED,
-                    format!("Created PodCliqueSet {key}"),
-                ));
+                events.push(
+                    Event::normal(EVENT_PCS_CREATED, format!("Created PodCliqueSet {key}"))
+                        .mutation("Created", "PodCliqueSet", &name),
+                );
             }
         }
         Ok((applied.object, applied.changed))
@@ -437,7 +437,10 @@ impl PodCliqueSetWorkload {
                 (EVENT_SERVICE_CREATED, "Created")
             };
             tracing::info!(service = %key, "{verb} Service");
-            events.push(Event::normal(reason, format!("{verb} Service {key}")));
+            events.push(
+                Event::normal(reason, format!("{verb} Service {key}"))
+                    .mutation(verb, "Service", &name),
+            );
         }
         Ok(())
     }
@@ -465,10 +468,10 @@ impl PodCliqueSetWorkload {
             Ok(_) => {
                 let key = kit::object::key(ns.as_deref(), &name);
                 tracing::info!(service = %key, "deleted Service no longer wanted");
-                events.push(Event::normal(
-                    EVENT_SERVICE_DELETED,
-                    format!("Deleted Service {key}"),
-                ));
+                events.push(
+                    Event::normal(EVENT_SERVICE_DELETED, format!("Deleted Service {key}"))
+                        .mutation("Deleted", "Service", &name),
+                );
             }
             // Replaced by another object of that name since it was read: not ours.
             Err(e) if e.is_conflict() => {}

@@ -1,7 +1,7 @@
 //! Publishing queued [`Event`]s as `events.k8s.io/v1` Events.
 //!
 //! [`Publisher`] is the production [`EventSink`]: the first occurrence of an event creates an
-//! Event; a repeat (same type, reason, action, regarding and related object, same reporter)
+//! Event; a repeat (same type, reason, action, note, regarding and related object, same reporter)
 //! within [`SERIES_TTL`] patches that Event's `series` (count, last observed time) instead of
 //! creating another, as kube-runtime's `Recorder` does. What it remembers per series is small
 //! (the Event's name, the count, when it was last seen), is dropped when the regarding object
@@ -79,6 +79,8 @@ struct SeriesKey {
     warning: bool,
     reason: String,
     action: String,
+    /// A repeat says the same: a summary naming other children is another Event.
+    note: Option<String>,
     /// The regarding reference as given (uid and resourceVersion included).
     regarding: ObjectReference,
     related: Option<ObjectReference>,
@@ -220,6 +222,7 @@ impl EventSink for Publisher {
             warning: matches!(event.type_, EventType::Warning),
             reason: event.reason.clone(),
             action: event.action.clone(),
+            note: event.note.clone(),
             regarding: regarding.clone(),
             related: event.secondary.clone(),
         };
@@ -287,6 +290,7 @@ mod tests {
             warning: false,
             reason: reason.into(),
             action: "Reconcile".into(),
+            note: None,
             regarding: regarding.clone(),
             related: None,
         }

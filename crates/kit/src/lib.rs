@@ -147,6 +147,7 @@ pub use error::{Error, Result};
 pub use kube::api::{Preconditions, PropagationPolicy};
 pub use kube::core::Selector;
 pub use outcome::{
-    Event, EventType, Failed, OrFail, Outcome, ReconcileStatus, Reconciled, Retry, Step,
+    Event, EventType, Failed, Mutation, OrFail, Outcome, ReconcileStatus, Reconciled, Retry, Step,
+    summarize,
 };
 pub use scoped::Scoped;

@@ -30,6 +30,19 @@ pub struct Event {
     pub note: Option<String>,
     /// Another object the event is about (events.k8s.io `related`).
     pub secondary: Option<ObjectReference>,
+    /// The child write this event reports, when it reports one: what [`summarize`] folds.
+    pub mutation: Option<Mutation>,
+}
+
+/// The child write a mutation event (`DeploymentCreated`, ...) reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mutation {
+    /// `Created`, `Updated` or `Deleted`.
+    pub verb: String,
+    /// The child's kind.
+    pub kind: String,
+    /// The child's name (`namespace/name` when the event names it so).
+    pub name: String,
 }
 
 impl Event {
@@ -59,6 +72,7 @@ impl Event {
             action: DEFAULT_ACTION.to_string(),
             note: Some(note),
             secondary: None,
+            mutation: None,
         }
     }
 
@@ -73,6 +87,103 @@ impl Event {
         self.secondary = Some(related);
         self
     }
+
+    /// Mark the event as reporting the write of a child (`verb` `kind` `name`), so that the
+    /// writes of one reconcile can be announced together ([`summarize`]).
+    pub fn mutation(mut self, verb: &str, kind: &str, name: &str) -> Self {
+        self.mutation = Some(Mutation {
+            verb: verb.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+        });
+        self
+    }
+}
+
+/// The events of one reconcile as they are published: the `Normal` mutation events of one verb
+/// (two or more children created, say) become one `Resources<Verb>` event at the place of the
+/// first, whose note names every child, grouped by kind in the order they were written
+/// (`Created DynamoComponentDeployment a, b; ServiceAccount c`); a lone mutation event and every
+/// other event stay as they are. A note over [`NOTE_LIMIT`] ends with how many names it left out.
+pub fn summarize(events: Vec<Event>) -> Vec<Event> {
+    let mut groups: Vec<(String, Vec<Mutation>)> = Vec::new();
+    for m in events
+        .iter()
+        .filter(|e| matches!(e.type_, EventType::Normal))
+        .filter_map(|e| e.mutation.clone())
+    {
+        match groups.iter_mut().find(|(verb, _)| *verb == m.verb) {
+            Some((_, all)) => all.push(m),
+            None => groups.push((m.verb.clone(), vec![m])),
+        }
+    }
+    groups.retain(|(_, all)| all.len() > 1);
+    let mut out = Vec::with_capacity(events.len());
+    for event in events {
+        let verb = match (&event.mutation, event.type_) {
+            (Some(m), EventType::Normal) => m.verb.clone(),
+            _ => {
+                out.push(event);
+                continue;
+            }
+        };
+        match groups.iter().position(|(v, _)| *v == verb) {
+            Some(i) => {
+                let (verb, all) = groups.remove(i);
+                out.push(summary(&verb, &all));
+            }
+            // A lone mutation, or a group whose summary was already placed.
+            None if out.iter().any(|e| folded(e, &verb)) => {}
+            None => out.push(event),
+        }
+    }
+    out
+}
+
+/// The reason of the summary of `verb` mutations.
+fn summary_reason(verb: &str) -> String {
+    format!("Resources{verb}")
+}
+
+/// Whether `event` is the summary of `verb` mutations.
+fn folded(event: &Event, verb: &str) -> bool {
+    event.mutation.is_none() && event.reason == summary_reason(verb)
+}
+
+/// One event naming every child of `all` (mutations of `verb`).
+fn summary(verb: &str, all: &[Mutation]) -> Event {
+    let mut kinds: Vec<(&str, Vec<&str>)> = Vec::new();
+    for m in all {
+        match kinds.iter_mut().find(|(k, _)| *k == m.kind) {
+            Some((_, names)) => names.push(&m.name),
+            None => kinds.push((&m.kind, vec![&m.name])),
+        }
+    }
+    let mut note = verb.to_string();
+    let mut left = all.len();
+    for (i, (kind, names)) in kinds.iter().enumerate() {
+        let sep = if i == 0 { " " } else { "; " };
+        let mut part = format!("{sep}{kind} ");
+        for (j, name) in names.iter().enumerate() {
+            let item = if j == 0 {
+                name.to_string()
+            } else {
+                format!(", {name}")
+            };
+            // Room for the count of what is left out.
+            if note.len() + part.len() + item.len() + 24 > NOTE_LIMIT {
+                if j > 0 {
+                    note.push_str(&part);
+                }
+                note.push_str(&format!(" ({left} more)"));
+                return Event::normal(&summary_reason(verb), note);
+            }
+            part.push_str(&item);
+            left -= 1;
+        }
+        note.push_str(&part);
+    }
+    Event::normal(&summary_reason(verb), note)
 }
 
 /// A status type that `Outcome::fail` can mark as failed.
@@ -95,6 +206,11 @@ pub struct Outcome<S> {
     pub events: Vec<Event>,
     /// Reconcile again after this long; `None` waits for the next watch event.
     pub requeue: Option<Duration>,
+    /// The status only says that children are still converging (no failure, nothing the user
+    /// must act on): the run loop may hold back a new object's first status for
+    /// [`crate::run::FIRST_STATUS_GRACE`], so that an object whose children converge promptly
+    /// writes its status once.
+    pub settling: bool,
 }
 
 impl<S> Outcome<S> {
@@ -104,7 +220,13 @@ impl<S> Outcome<S> {
             status,
             events: Vec::new(),
             requeue: None,
+            settling: false,
         }
+    }
+
+    /// Mark the status as only saying that children are still converging ([`Outcome::settling`]).
+    pub fn settling(&mut self) {
+        self.settling = true;
     }
 
     /// Queue `event`.
@@ -400,5 +522,95 @@ mod tests {
         assert_eq!(out.requeue, None);
         assert_eq!(out.take(Step::<u8, ()>::ok(2)), Ok(2));
         assert_eq!(out.events.len(), 1);
+    }
+
+    fn created(kind: &str, name: &str) -> Event {
+        Event::normal(
+            &format!("{kind}Created"),
+            format!("Created {kind} ns/{name}"),
+        )
+        .mutation("Created", kind, name)
+    }
+
+    fn reasons_and_notes(events: &[Event]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|e| (e.reason.clone(), e.note.clone().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn summarize_folds_the_child_writes_of_one_verb() {
+        let ready = Event::normal("all_resources_are_ready", "All resources are ready");
+        let updated =
+            Event::normal("RoleUpdated", "Updated Role ns/r").mutation("Updated", "Role", "r");
+        let warning =
+            Event::warning("DeploymentSyncFailed", "boom").mutation("Created", "Deployment", "x");
+        // (events in, events out) as (reason, note)
+        type Case = (Vec<Event>, Vec<(&'static str, &'static str)>);
+        let cases: Vec<Case> = vec![
+            (vec![], vec![]),
+            // A lone mutation keeps its own reason.
+            (
+                vec![created("Deployment", "a")],
+                vec![("DeploymentCreated", "Created Deployment ns/a")],
+            ),
+            (
+                vec![
+                    created("DynamoComponentDeployment", "g-frontend"),
+                    created("DynamoComponentDeployment", "g-decode"),
+                    ready.clone(),
+                    created("ServiceAccount", "g-k8s-service-discovery"),
+                    updated.clone(),
+                    created("Role", "g-k8s-service-discovery"),
+                ],
+                vec![
+                    (
+                        "ResourcesCreated",
+                        "Created DynamoComponentDeployment g-frontend, g-decode; \
+                         ServiceAccount g-k8s-service-discovery; Role g-k8s-service-discovery",
+                    ),
+                    ("all_resources_are_ready", "All resources are ready"),
+                    ("RoleUpdated", "Updated Role ns/r"),
+                ],
+            ),
+            // Warnings are never folded.
+            (
+                vec![
+                    warning.clone(),
+                    created("Service", "s"),
+                    created("Deployment", "d"),
+                ],
+                vec![
+                    ("DeploymentSyncFailed", "boom"),
+                    ("ResourcesCreated", "Created Service s; Deployment d"),
+                ],
+            ),
+        ];
+        for (input, expected) in cases {
+            let got = reasons_and_notes(&summarize(input.clone()));
+            let expected: Vec<(String, String)> = expected
+                .iter()
+                .map(|(r, n)| (r.to_string(), n.to_string()))
+                .collect();
+            assert_eq!(got, expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_summary_says_how_many_names_it_left_out() {
+        let many: Vec<Event> = (0..200)
+            .map(|i| created("Service", &format!("service-number-{i:03}")))
+            .collect();
+        let out = summarize(many);
+        assert_eq!(out.len(), 1);
+        let note = out[0].note.clone().unwrap();
+        assert!(note.len() <= NOTE_LIMIT, "{}", note.len());
+        assert!(note.starts_with("Created Service service-number-000, "));
+        let shown = note.matches("service-number-").count();
+        assert!(
+            note.ends_with(&format!(" ({} more)", 200 - shown)),
+            "{note}"
+        );
     }
 }

@@ -6,8 +6,13 @@
 //! 1. calls the reconcile function once, which returns an [`Outcome`] or a [`Failed`] carrying
 //!    the partial outcome;
 //! 2. persists `outcome.status` through the [`StatusWriter`], also when the attempt failed, and
-//!    skips the write when the status equals the one the object already has;
-//! 3. publishes `outcome.events`, only if the status write succeeded (or was not needed);
+//!    skips the write when the status equals the one the object already has, or when it is a new
+//!    object's first status and only says that children are still converging
+//!    ([`Outcome::settling`]): that one is held for up to [`FIRST_STATUS_GRACE`] after the
+//!    object's creation (a requeue at its end writes it), so that an object whose children
+//!    converge promptly writes its status once;
+//! 3. publishes `outcome.events`, only if the status write succeeded (or was not needed), the
+//!    child writes of one verb announced together ([`crate::outcome::summarize`]);
 //! 4. requeues after `outcome.requeue`, or waits for the next change when it is `None`; on failure
 //!    retries with per-object exponential backoff ([`ErrorBackoff`], reset on success), or waits
 //!    for a change if the failure said [`Retry::AwaitChange`].
@@ -21,7 +26,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
 use kube::core::object::HasStatus;
@@ -29,12 +34,13 @@ use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
+use serde_json::json;
 use tracing::Instrument;
 
 use crate::capability::{Cached, EventSink, StatusWriter};
 use crate::error::Error;
 use crate::object::{key_of, resource};
-use crate::outcome::{Failed, Outcome, Reconciled, Retry};
+use crate::outcome::{Event, Failed, Outcome, Reconciled, Retry};
 
 /// Per-object exponential backoff for failed reconciles: `base`, `2·base`, `4·base`, ... capped at
 /// `max`, reset when the object reconciles successfully.
@@ -113,12 +119,30 @@ pub enum RunError<E: std::error::Error + 'static> {
 /// The status write is skipped when the serialized desired status equals the object's current
 /// one. If the write fails, no event is published and [`RunError::Status`] is returned (the
 /// reconcile error, if any, is logged). If the object is gone (NotFound), nothing is published
-/// and the object is not requeued.
+/// and the object is not requeued. Unlike the [`Runner`], it never holds a first status back
+/// ([`FIRST_STATUS_GRACE`]): one pass of a test, or of an offline rendering, writes what it got.
 pub async fn finish<K, E>(
     object: &K,
     result: Reconciled<K::Status, E>,
     status_writer: &dyn StatusWriter,
     events: &dyn EventSink,
+) -> Result<Action, RunError<E>>
+where
+    K: Resource<DynamicType = ()> + HasStatus,
+    K::Status: Serialize,
+    E: std::error::Error + 'static,
+{
+    complete(object, result, status_writer, events, None).await
+}
+
+/// [`finish`], holding a new object's first settling status as of `now` when given (what the
+/// [`Runner`] does).
+async fn complete<K, E>(
+    object: &K,
+    result: Reconciled<K::Status, E>,
+    status_writer: &dyn StatusWriter,
+    events: &dyn EventSink,
+    now: Option<SystemTime>,
 ) -> Result<Action, RunError<E>>
 where
     K: Resource<DynamicType = ()> + HasStatus,
@@ -144,6 +168,19 @@ where
         .map(serde_json::to_value)
         .transpose()
         .map_err(|e| RunError::Status(Error::from(e)))?;
+    let first = current
+        .as_ref()
+        .is_none_or(|c| c.is_null() || c == &json!({}));
+    let held = now
+        .filter(|_| outcome.settling && failure.is_none() && first)
+        .and_then(|now| first_status_wait(object, now));
+    if let Some(wait) = held {
+        tracing::debug!(object = %object_key, ?wait, "first status held while children converge");
+        publish(object, &outcome.events, events).await;
+        return Ok(Action::requeue(
+            outcome.requeue.map_or(wait, |r| r.min(wait)),
+        ));
+    }
     if current.as_ref() != Some(&desired) {
         let written = status_writer
             .apply_status_dynamic(
@@ -171,18 +208,42 @@ where
     } else {
         tracing::trace!(object = %object_key, "status unchanged; not written");
     }
-    let regarding = object.object_ref(&());
-    for event in &outcome.events {
-        if let Err(err) = events.publish(event, &regarding).await {
-            tracing::warn!(object = %object_key, reason = %event.reason, error = %err, "event not published");
-        }
-    }
+    publish(object, &outcome.events, events).await;
     match failure {
         Some((error, retry)) => Err(RunError::Reconcile { error, retry }),
         None => Ok(match outcome.requeue {
             Some(after) => Action::requeue(after),
             None => Action::await_change(),
         }),
+    }
+}
+
+/// How long a new object's first status may be held back while it only says that children are
+/// still converging ([`Outcome::settling`]), counted from the object's creation.
+pub const FIRST_STATUS_GRACE: Duration = Duration::from_secs(10);
+
+/// How much longer the first status of `object` may be held at `now`: the rest of
+/// [`FIRST_STATUS_GRACE`] since its creation; `None` once it is over, or when the creation time
+/// is unknown or ahead of this clock.
+fn first_status_wait<K: Resource>(object: &K, now: SystemTime) -> Option<Duration> {
+    let created = object.meta().creation_timestamp.as_ref()?;
+    let created = SystemTime::from(created.0);
+    let age = now.duration_since(created).ok()?;
+    FIRST_STATUS_GRACE.checked_sub(age).filter(|w| !w.is_zero())
+}
+
+/// Publish the events of one reconcile, the child writes of one verb together
+/// ([`crate::outcome::summarize`]); a failure is logged, never retried.
+async fn publish<K: Resource<DynamicType = ()>>(
+    object: &K,
+    queued: &[Event],
+    events: &dyn EventSink,
+) {
+    let regarding = object.object_ref(&());
+    for event in &crate::outcome::summarize(queued.to_vec()) {
+        if let Err(err) = events.publish(event, &regarding).await {
+            tracing::warn!(object = %key_of(object), reason = %event.reason, error = %err, "event not published");
+        }
     }
 }
 
@@ -268,11 +329,12 @@ where
                     let span = tracing::info_span!("reconcile", object = %object_key);
                     async move {
                         let result = (shared.reconcile)(object.clone(), shared.ctx.clone()).await;
-                        let action = finish(
+                        let action = complete(
                             object.as_ref(),
                             result,
                             shared.status_writer.as_ref(),
                             shared.events.as_ref(),
+                            Some(SystemTime::now()),
                         )
                         .await;
                         if action.is_ok() {
@@ -339,5 +401,35 @@ mod tests {
             b.next("c");
         }
         assert_eq!(b.next("c").as_secs(), 5);
+    }
+
+    #[test]
+    fn a_first_status_is_held_for_the_grace_after_creation() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let created = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let object = |at: Option<SystemTime>| {
+            let mut o = ConfigMap::default();
+            o.metadata.creation_timestamp = at.map(|t| Time(t.try_into().unwrap()));
+            o
+        };
+        let secs = Duration::from_secs;
+        // (created at, now, wait)
+        let cases = [
+            (Some(created), created, Some(FIRST_STATUS_GRACE)),
+            (
+                Some(created),
+                created + secs(3),
+                Some(FIRST_STATUS_GRACE - secs(3)),
+            ),
+            (Some(created), created + FIRST_STATUS_GRACE, None),
+            (Some(created), created + secs(3600), None),
+            // A creation time ahead of this clock, or none: written at once.
+            (Some(created + secs(60)), created, None),
+            (None, created, None),
+        ];
+        for (at, now, wait) in cases {
+            assert_eq!(first_status_wait(&object(at), now), wait, "{at:?} {now:?}");
+        }
     }
 }

@@ -342,10 +342,10 @@ pub(crate) fn record(
     };
     let object = key(namespace, name);
     tracing::info!(kind, object = %object, action = verb, "child converged");
-    events.push(Event::normal(
-        &event_reason(kind, verb),
-        format!("{verb} {kind} {object}"),
-    ));
+    events.push(
+        Event::normal(&event_reason(kind, verb), format!("{verb} {kind} {object}"))
+            .mutation(verb, kind, name),
+    );
 }
 
 /// Queue the `<Kind>Deleted` event and log it.
@@ -357,10 +357,13 @@ pub(crate) fn record_deleted(
 ) {
     let object = key(namespace, name);
     tracing::info!(kind, object = %object, action = "Deleted", "child removed");
-    events.push(Event::normal(
-        &event_reason(kind, "Deleted"),
-        format!("Deleted {kind} {object}"),
-    ));
+    events.push(
+        Event::normal(
+            &event_reason(kind, "Deleted"),
+            format!("Deleted {kind} {object}"),
+        )
+        .mutation("Deleted", kind, name),
+    );
 }
 
 #[cfg(test)]

@@ -67,16 +67,23 @@ pub fn not_ready(generation: i64, reason: &str, message: String) -> (DgdState, C
 }
 
 /// Install a program's `(state, Ready)` in `out`, queuing a Normal event (reason and message of
-/// the new condition) when `Ready` changed since the `previous` conditions.
+/// the new condition) when `Ready` changed since the `previous` conditions. The first `False`
+/// (a graph starting, whose children were just announced as created) is not announced, as a
+/// component's first `Available=False` is not.
 pub fn install(
     out: &mut Outcome<DynamoGraphDeploymentStatus>,
     previous: &[Condition],
     (state, ready): (DgdState, Condition),
 ) {
     out.status.state = state;
+    if ready.status == "False" && ready.reason == REASON_SOME_NOT_READY {
+        // Children still converging: a new graph's first status may wait for them.
+        out.settling();
+    }
     conditions::set(&mut out.status.conditions, ready);
     for t in conditions::changed(previous, &out.status.conditions) {
-        if t.type_ == READY && t.to.is_some() {
+        let starting = t.from.is_none() && t.to.as_deref() == Some("False");
+        if t.type_ == READY && t.to.is_some() && !starting {
             out.event(Event::normal(&t.reason, t.message.clone()));
         }
     }

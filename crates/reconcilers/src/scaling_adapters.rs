@@ -140,13 +140,20 @@ impl ScalingAdapters {
         match self.writer.create(&adapter).await {
             Ok(_) => {
                 tracing::info!(adapter = %name, component = %component.name, "created scaling adapter");
-                events.push(Event::normal(
-                    EVENT_ADAPTER_CREATED,
-                    format!(
-                        "Created scaling adapter {name} for component {}",
-                        component.name
+                events.push(
+                    Event::normal(
+                        EVENT_ADAPTER_CREATED,
+                        format!(
+                            "Created scaling adapter {name} for component {}",
+                            component.name
+                        ),
+                    )
+                    .mutation(
+                        "Created",
+                        "DynamoGraphDeploymentScalingAdapter",
+                        &name,
                     ),
-                ));
+                );
                 Ok(())
             }
             // The cache lagged behind an earlier create; the next reconcile sees it.

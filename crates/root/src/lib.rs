@@ -15,7 +15,10 @@
 //!    nothing written, no retry until the graph changes.
 //! 4. **Record the provider** in the `nvidia.com/workload-provider` annotation when it is not
 //!    recorded yet: a merge patch with the observed `resourceVersion` as precondition, before any
-//!    other effect. A recorded provider never changes.
+//!    other effect. A recorded provider never changes. A new graph (no workloads, no recorded
+//!    worker generation) gets its first worker generation (`nvidia.com/current-worker-hash-v2`,
+//!    the hash the programs' rollout would record) in the same patch: one metadata write per
+//!    graph, not two.
 //! 5. **Invoke the program** once. Its outcome (or partial outcome on failure) is returned
 //!    unchanged: the run loop ([`kit::run::Runner`]) persists `outcome.status` (also on error),
 //!    then publishes the queued events, then requeues or backs off. The root never writes
@@ -48,6 +51,7 @@
 //! current from a watch of Grove's CRDs (installing Grove while the operator runs re-queues the
 //! graphs waiting for it), never a live call per reconcile.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use api::grove::PodCliqueSet;
@@ -376,9 +380,13 @@ impl Root {
         let mut dgd = dgd;
         if !recorded {
             let value = provider_value(provider);
+            let mut annotations = BTreeMap::from([(labels::WORKLOAD_PROVIDER, value.to_string())]);
+            if let Some(hash) = first_worker_hash(&dgd, owned) {
+                annotations.insert(labels::CURRENT_WORKER_HASH_V2, hash);
+            }
             let patch = json!({"metadata": {
                 "resourceVersion": dgd.metadata.resource_version,
-                "annotations": {labels::WORKLOAD_PROVIDER: value},
+                "annotations": annotations,
             }});
             self.writer
                 .patch::<DynamoGraphDeployment>(
@@ -391,17 +399,32 @@ impl Root {
                 .or_fail(&mut out, generation, REASON_RECORD_PROVIDER_FAILED)?;
             tracing::info!(dgd = %key, provider = value, "recorded workload provider");
             let recorded = Arc::make_mut(&mut dgd);
-            recorded
+            let stored = recorded
                 .metadata
                 .annotations
-                .get_or_insert_with(Default::default)
-                .insert(labels::WORKLOAD_PROVIDER.to_string(), value.to_string());
+                .get_or_insert_with(Default::default);
+            for (k, v) in annotations {
+                stored.insert(k.to_string(), v);
+            }
         }
         match provider {
             Provider::Component => self.component.reconcile(&dgd).await,
             Provider::Grove => self.grove.reconcile(&dgd).await,
         }
     }
+}
+
+/// The worker generation a new graph starts on, recorded with its provider in one patch: a
+/// graph that controls no workloads and records no generation deploys its current worker hash
+/// first (the programs' rollout record would write it next, as a second request). A graph that
+/// already has workloads is left to its program, which recovers the generation from them.
+fn first_worker_hash(dgd: &DynamoGraphDeployment, owned: Owned) -> Option<String> {
+    let annotations = dgd.metadata.annotations.as_ref();
+    let records = annotations.is_some_and(|a| {
+        a.contains_key(labels::CURRENT_WORKER_HASH_V2)
+            || a.contains_key(labels::CURRENT_WORKER_HASH)
+    });
+    (owned == Owned::default() && !records).then(|| api::worker_hash::worker_hash(dgd))
 }
 
 #[cfg(test)]
@@ -693,6 +716,38 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_a_new_graph_gets_its_first_worker_generation_with_its_provider() {
+        let hash = api::worker_hash::worker_hash(&graph(&[]));
+        let dcds = Owned {
+            components: true,
+            pod_clique_sets: false,
+        };
+        // (annotations, owned, recorded with the provider)
+        let cases = [
+            (vec![], Owned::default(), Some(hash.clone())),
+            // Workloads of an older operator: the program recovers their generation.
+            (vec![], dcds, None),
+            (
+                vec![(labels::CURRENT_WORKER_HASH_V2, "0ld0ld00")],
+                Owned::default(),
+                None,
+            ),
+            (
+                vec![(labels::CURRENT_WORKER_HASH, "0ld0ld00")],
+                Owned::default(),
+                None,
+            ),
+        ];
+        for (annotations, owned, expected) in cases {
+            assert_eq!(
+                first_worker_hash(&graph(&annotations), owned),
+                expected,
+                "{annotations:?} {owned:?}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn records_the_provider_first_and_then_runs_the_component_program() {
         let d = Double::new();
@@ -706,6 +761,17 @@ mod tests {
         );
         let g = stored(&d);
         assert_eq!(g.annotations()[labels::WORKLOAD_PROVIDER], "component");
+        // A new graph's first worker generation is recorded in the same patch: one metadata
+        // write per graph.
+        assert_eq!(
+            g.annotations()[labels::CURRENT_WORKER_HASH_V2],
+            api::worker_hash::worker_hash(&g)
+        );
+        let patches = writes
+            .iter()
+            .filter(|w| w.verb == Verb::Patch && w.kind == "DynamoGraphDeployment")
+            .count();
+        assert_eq!(patches, 1, "{writes:?}");
         assert_eq!(g.status.as_ref().unwrap().observed_generation, Some(1));
         assert_eq!(d.objects::<DynamoComponentDeployment>().len(), 2);
         assert_eq!(ready(&d).1, "some_resources_are_not_ready");

@@ -141,17 +141,23 @@ impl Workloads {
         match ensured.change {
             Change::Created => {
                 tracing::info!(dcd = %key, "created DynamoComponentDeployment");
-                events.push(Event::normal(
-                    EVENT_DCD_CREATED,
-                    format!("Created DynamoComponentDeployment {key}"),
-                ));
+                events.push(
+                    Event::normal(
+                        EVENT_DCD_CREATED,
+                        format!("Created DynamoComponentDeployment {key}"),
+                    )
+                    .mutation("Created", "DynamoComponentDeployment", &name),
+                );
             }
             Change::Updated => {
                 tracing::info!(dcd = %key, "restored DynamoComponentDeployment");
-                events.push(Event::normal(
-                    EVENT_DCD_UPDATED,
-                    format!("Updated DynamoComponentDeployment {key}"),
-                ));
+                events.push(
+                    Event::normal(
+                        EVENT_DCD_UPDATED,
+                        format!("Updated DynamoComponentDeployment {key}"),
+                    )
+                    .mutation("Updated", "DynamoComponentDeployment", &name),
+                );
             }
             Change::Unchanged => {}
         }
