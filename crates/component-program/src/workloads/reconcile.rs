@@ -65,11 +65,33 @@ impl Workloads {
         let desired_names: BTreeSet<String> = desired.iter().map(|d| d.name_any()).collect();
 
         let mut report = Report::default();
+        let mut observed = Vec::with_capacity(desired.len());
         for dcd in &desired {
+            observed.push(
+                live.take(&*self.reader, &dcd.name_any())
+                    .await
+                    .map_err(Error::List)?,
+            );
+        }
+        // The components do not depend on each other's answers: their applies are sent
+        // together, and the events of every write that happened are kept, also when one failed.
+        let ensured = futures::future::join_all(desired.iter().zip(observed).map(
+            |(dcd, observed)| async move {
+                let mut own = Vec::new();
+                let current = self.ensure(dgd, dcd, observed, &mut own).await;
+                (current, own)
+            },
+        ))
+        .await;
+        let mut currents = Vec::with_capacity(ensured.len());
+        for (current, own) in ensured {
+            events.extend(own);
+            currents.push(current);
+        }
+        for (dcd, current) in desired.iter().zip(currents) {
             let name = dcd.name_any();
             let component = dcd.spec.component.name.clone();
-            let observed = live.take(&*self.reader, &name).await.map_err(Error::List)?;
-            let current = self.ensure(dgd, dcd, observed, events).await?;
+            let current = current?;
             if let Some(status) = current.status.as_ref().and_then(|s| s.component.clone()) {
                 report.components.insert(component.clone(), status);
             }
