@@ -62,9 +62,14 @@
 //!
 //! **Events.** `DeploymentCreated`, `DeploymentUpdated`, `ServiceCreated`, `ServiceUpdated`,
 //! `ServiceDeleted` (the component Service and the model Service), `LeaderWorkerSetCreated`,
-//! `LeaderWorkerSetUpdated`: only when the write changed something. `Available` transitions are announced once (its reason as event reason),
-//! except the first `False` of a starting component. Upstream's per-reconcile `Reconciling`,
-//! `Update` and `UpdateDynamoGraphDeployment` events are not emitted.
+//! `LeaderWorkerSetUpdated`: only when the write changed something; two or more of one reconcile
+//! are published as one `ResourcesCreated` (`ResourcesUpdated`, ...) naming each
+//! (`kit::summarize`). `Available` transitions are announced once (its reason as event reason);
+//! a component's first status is not a transition (the graph's `Ready` announces its components
+//! becoming available), except `LeaderWorkerSetUnavailable` (a Warning). A new component's first
+//! status waits up to `kit::run::FIRST_STATUS_GRACE` for its workload, so one that starts
+//! promptly writes it once. Upstream's per-reconcile `Reconciling`, `Update` and
+//! `UpdateDynamoGraphDeployment` events are not emitted.
 //!
 //! # Readiness
 //! A Deployment is ready exactly as upstream's `IsDeploymentReady`: not paused; desired

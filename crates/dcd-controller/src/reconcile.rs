@@ -643,7 +643,9 @@ fn unavailable(out: &mut Outcome<StatusOf>, generation: i64) {
 }
 
 /// A status-transition event when `Available` changes status or reason, published after the
-/// status is persisted. The first `False` (a component starting) is not announced.
+/// status is persisted. A component's first status is not a transition and is not announced
+/// (its creation was; a component of a graph becoming available is announced by the graph's
+/// `Ready`), except a multinode component the cluster cannot run (a Warning).
 fn transition_events(previous: &StatusOf, out: &mut Outcome<StatusOf>) {
     let before = conditions::find(&previous.conditions, CONDITION_AVAILABLE);
     let Some(after) = conditions::find(&out.status.conditions, CONDITION_AVAILABLE) else {
@@ -652,7 +654,7 @@ fn transition_events(previous: &StatusOf, out: &mut Outcome<StatusOf>) {
     let unavailable = after.reason == REASON_LEADER_WORKER_SET_UNAVAILABLE;
     let announce = match before {
         Some(b) => b.status != after.status || b.reason != after.reason,
-        None => after.status == "True" || unavailable,
+        None => unavailable,
     };
     if announce {
         let type_ = if unavailable {
