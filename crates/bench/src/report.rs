@@ -255,3 +255,16 @@ pub struct Footprint {
     pub after_delete: Option<Usage>,
     pub delete_seconds: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_without_a_floor_parse() {
+        let mut run = serde_json::to_value(Run::default()).unwrap();
+        run.as_object_mut().unwrap().remove("floor");
+        let run: Run = serde_json::from_value(run).unwrap();
+        assert!(run.floor.is_none() && run.floor_ratio().is_none());
+    }
+}

@@ -157,7 +157,6 @@ pub fn markdown(o: &mut String, report: &Report) {
         }
         let _ = writeln!(o);
     }
-    let _ = writeln!(o);
 }
 
 #[cfg(test)]
