@@ -8,15 +8,21 @@
 //!    manifests, renamed; see [`graphs`]), time until all are Ready, the operator's requests by
 //!    verb and resource, its writes against the floor (the objects that must exist + one status
 //!    write per graph).
-//! 2. **No-op cost**: an annotation the triggers ignore on every graph, then one they honour;
+//! 2. **Floor**: before the operator starts, a bare client creates the objects the operator
+//!    creates for the N graphs (as its `render` prints them) with the operator's concurrency and
+//!    waits until every Deployment is available; the operator's convergence time over this one
+//!    (see [`floor`]).
+//! 3. **No-op cost**: an annotation the triggers ignore on every graph, then one they honour;
 //!    the operator must write nothing (and read nothing the caches hold).
-//! 3. **Amplification**: irrelevant and relevant child changes on a few graphs, against the
+//! 4. **Amplification**: irrelevant and relevant child changes on a few graphs, against the
 //!    parent reconciles they cause (operator metrics).
-//! 4. **Footprint**: the operator's RSS (now and peak) and CPU time, idle, converged, after churn.
-//! 5. **Churn**: toggle the replicas of 10% of the components every second for a minute.
-//! 6. **Soak**: cycles of create → Ready → delete → gone with new graph names each cycle, the
+//! 5. **Footprint**: the operator's RSS (now and peak) and CPU time, idle, converged, after churn.
+//! 6. **Churn**: toggle the replicas of 10% of the components every second for a minute.
+//! 7. **Soak**: cycles of create → Ready → delete → gone with new graph names each cycle, the
 //!    operator's RSS after each; fails when the last cycle's exceeds the first's by more than
 //!    10 % (see [`crate::soak`]).
+//!
+//! The summary ends each run with the targets, met or not (see [`targets`]).
 //!
 //! Output: `target/bench/report.json`, `target/bench/summary.md`, `target/bench/benchmarks.svg`
 //! and the operator logs; the full matrix also rewrites the generated part of
@@ -25,6 +31,7 @@
 
 mod audit;
 pub mod cluster;
+mod floor;
 mod graphs;
 mod matrix;
 pub mod metrics;
@@ -34,6 +41,7 @@ pub mod process;
 mod report;
 pub mod soak;
 mod summary;
+mod targets;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,6 +101,10 @@ pub struct Args {
     /// An extra flag for the operator, e.g. `--operator-arg=--dgd-concurrency=16` (repeatable).
     #[arg(long, allow_hyphen_values = true)]
     pub operator_arg: Vec<String>,
+    /// Run the floor phase (the operator's objects created by a bare client before the operator
+    /// starts); `--floor=false` skips it.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub floor: bool,
     /// Rewrite docs/benchmarks.md and docs/benchmarks.svg (default: only for the full matrix).
     #[arg(long)]
     pub docs: Option<bool>,
@@ -175,6 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         churn,
         soak,
         out: &out,
+        floor: args.floor,
     };
     let rt = tokio::runtime::Runtime::new()?;
     for n in matrix {

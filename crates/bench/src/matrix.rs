@@ -12,7 +12,7 @@ use crate::cluster::{self, workspace_root};
 use crate::graphs::{self, Graph, Template};
 use crate::phases::{HONOURED_ANNOTATION, IGNORED_ANNOTATION, Session};
 use crate::process::{self, OPERATOR_USER, Operator};
-use crate::report::{Footprint, Report, Run};
+use crate::report::{Floor, Footprint, Report, Run};
 
 /// GPUs a simulated node offers (testkit's node capacity).
 const GPUS_PER_NODE: i64 = 256;
@@ -38,6 +38,8 @@ pub struct Plan<'a> {
     pub soak: SoakArgs,
     /// Where the operator logs are copied.
     pub out: &'a Path,
+    /// Run the floor phase before the operator starts.
+    pub floor: bool,
 }
 
 /// One run's control plane, namespace, graphs and operator.
@@ -58,7 +60,9 @@ pub async fn one(n: usize, plan: &Plan<'_>, report: &mut Report) -> anyhow::Resu
     } else {
         0
     };
-    let mut setup = start(n, plan, soak_graphs).await?;
+    let (cp, nodes) = start_control_plane(n, plan, soak_graphs).await?;
+    let floor = floor(&cp, n, plan).await?;
+    let mut setup = spawn_operator(cp, nodes, n, plan).await?;
     report.operator.args = setup.operator.args.clone();
     setup.operator.wait_ready(Duration::from_secs(60)).await?;
     let pods: i64 = setup.graphs.iter().flat_map(|g| g.replicas.iter()).sum();
@@ -70,6 +74,14 @@ pub async fn one(n: usize, plan: &Plan<'_>, report: &mut Report) -> anyhow::Resu
         pods,
         ..Run::default()
     };
+    if let Some(f) = floor.as_ref().filter(|f| f.seconds.is_none()) {
+        run.failures.push(format!(
+            "the floor's {} Deployments were not all available within {:?}",
+            f.deployments,
+            ready_timeout(n)
+        ));
+    }
+    run.floor = floor;
     measure(&mut setup, plan.churn, &mut run).await?;
     if run.failures.is_empty() && plan.soak.cycles > 0 {
         soak(&setup, plan, soak_graphs, &mut run).await?;
@@ -90,9 +102,13 @@ pub async fn one(n: usize, plan: &Plan<'_>, report: &mut Report) -> anyhow::Resu
     Ok(run)
 }
 
-/// Starts a control plane with enough simulated nodes for the run's and the soak's graphs,
-/// installs the CRDs and ClusterRoles, and spawns the operator.
-async fn start(n: usize, plan: &Plan<'_>, soak_graphs: usize) -> anyhow::Result<Setup> {
+/// Starts a control plane with enough simulated nodes for the run's and the soak's graphs and
+/// installs the CRDs and ClusterRoles; the control plane and its node count.
+async fn start_control_plane(
+    n: usize,
+    plan: &Plan<'_>,
+    soak_graphs: usize,
+) -> anyhow::Result<(ControlPlane, usize)> {
     let templates = plan.templates;
     let gpus = |count: usize, extra: i64| -> i64 {
         (0..count)
@@ -113,6 +129,37 @@ async fn start(n: usize, plan: &Plan<'_>, soak_graphs: usize) -> anyhow::Result<
     cp.install_crds(&api::crds()).await?;
     let roles = cluster::yaml_documents(&workspace_root().join(CLUSTER_ROLES))?;
     cluster::server_side_apply(&cp.client(), &roles).await?;
+    Ok((cp, nodes))
+}
+
+/// How long N graphs (or the floor's objects for them) may take to be Ready.
+fn ready_timeout(n: usize) -> Duration {
+    Duration::from_secs(180 + 3 * n as u64)
+}
+
+/// Phase 2, unless `--floor=false`: the floor, on the control plane before the operator starts.
+async fn floor(cp: &ControlPlane, n: usize, plan: &Plan<'_>) -> anyhow::Result<Option<Floor>> {
+    if !plan.floor {
+        return Ok(None);
+    }
+    let floor_plan = crate::floor::Plan {
+        binary: plan.binary,
+        operator_args: plan.operator_args,
+        templates: plan.templates,
+        n,
+        timeout: ready_timeout(n),
+    };
+    Ok(Some(crate::floor::run(cp, &floor_plan).await?))
+}
+
+/// The run's namespace and graphs, and the operator spawned on the control plane.
+async fn spawn_operator(
+    cp: ControlPlane,
+    nodes: usize,
+    n: usize,
+    plan: &Plan<'_>,
+) -> anyhow::Result<Setup> {
+    let templates = plan.templates;
     let ns = cp.namespace().await;
     let namespace = ns.name().to_string();
     let graphs: Vec<Graph> = (0..n)
@@ -159,7 +206,7 @@ async fn measure(setup: &mut Setup, churn: Duration, run: &mut Run) -> anyhow::R
     );
     session.settle(Duration::from_secs(60)).await?;
     let idle = process::usage(operator_pid);
-    let timeout = Duration::from_secs(180 + 3 * n as u64);
+    let timeout = ready_timeout(n);
     run.convergence = session.converge(timeout).await?;
     let converged = process::usage(operator_pid);
     run.footprint = Footprint {
@@ -223,7 +270,7 @@ async fn soak(setup: &Setup, plan: &Plan<'_>, graphs: usize, run: &mut Run) -> a
     let cp = &setup.cp;
     let operator_pid = setup.operator.pid();
     let client = cp.client_as("bench", &["system:masters"]);
-    let timeout = Duration::from_secs(180 + 3 * n as u64);
+    let timeout = ready_timeout(n);
     eprintln!("[bench N={n}] deleting the run's {n} graphs before the soak");
     run.footprint.delete_seconds =
         Some(crate::soak::clear(&client, &setup.namespace, timeout).await?);
@@ -233,7 +280,7 @@ async fn soak(setup: &Setup, plan: &Plan<'_>, graphs: usize, run: &mut Run) -> a
     let soak_plan = crate::soak::Plan {
         cycles: plan.soak.cycles,
         graphs,
-        timeout: Duration::from_secs(180 + 3 * graphs as u64),
+        timeout: ready_timeout(graphs),
     };
     eprintln!(
         "[bench N={n}] soak: {} cycles of {} graphs",

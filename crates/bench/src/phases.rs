@@ -144,7 +144,7 @@ impl<'a> Session<'a> {
         Ok(out)
     }
 
-    /// Phase 2: set `annotation` on every graph; `expected` graph reconciles should follow, and
+    /// Phase 3: set `annotation` on every graph; `expected` graph reconciles should follow, and
     /// no write.
     pub async fn noop(
         &mut self,
@@ -216,7 +216,7 @@ impl Drop for Session<'_> {
 }
 
 /// Every replica there, updated, ready and available, at the latest generation.
-fn deployment_ready(d: &Deployment) -> bool {
+pub(crate) fn deployment_ready(d: &Deployment) -> bool {
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let Some(s) = &d.status else {
         return false;

@@ -56,16 +56,51 @@ pub struct Run {
     pub pods: i64,
     /// Wall time of this run, control-plane start to stop.
     pub wall_seconds: f64,
+    /// Phase 2: the same objects created by a bare client, before the operator started
+    /// (absent in older reports and with `--floor=false`).
+    #[serde(default)]
+    pub floor: Option<Floor>,
     pub convergence: Convergence,
     pub noop: Vec<Noop>,
     pub amplification: Vec<Stimulus>,
     pub churn: Option<Churn>,
     pub footprint: Footprint,
-    /// Phase 6: create → Ready → delete → gone cycles with new names (absent in older reports).
+    /// Phase 7: create → Ready → delete → gone cycles with new names (absent in older reports).
     #[serde(default)]
     pub soak: Option<Soak>,
     /// Why this run fails the bench (never Ready, no-op writes, errors).
     pub failures: Vec<String>,
+}
+
+impl Run {
+    /// Time to Ready: the operator's convergence over the floor's (`None` without both).
+    pub fn floor_ratio(&self) -> Option<f64> {
+        let floor = self.floor.as_ref()?.seconds?;
+        let operator = self.convergence.seconds?;
+        (floor > 0.0).then(|| operator / floor)
+    }
+}
+
+/// Phase 2: a bare client creates the objects the operator creates for the N graphs and waits
+/// until every Deployment among them is available.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Floor {
+    /// First create until every Deployment was available; `None` when some never were.
+    pub seconds: Option<f64>,
+    /// First create until the last was accepted.
+    pub create_seconds: f64,
+    /// Objects created (an object several graphs share once).
+    pub objects: u64,
+    pub by_kind: BTreeMap<String, u64>,
+    pub deployments: u64,
+    /// Creates kept in flight (the operator's graph + component workers).
+    pub concurrency: usize,
+    /// The floor client's requests.
+    pub requests: Tally,
+    /// Every request of the phase, by user.
+    pub requests_by_user: BTreeMap<String, u64>,
+    /// Deleting the floor's namespace until it and its Pods were gone (not part of the floor).
+    pub cleanup_seconds: f64,
 }
 
 /// Phase 1: apply N graphs, wait until every one is Ready.
@@ -136,7 +171,7 @@ pub struct Reconciles {
     pub errors: u64,
 }
 
-/// Phase 2: one change on every graph that must not cause writes.
+/// Phase 3: one change on every graph that must not cause writes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Noop {
     /// `ignored` or `honoured`.
@@ -152,7 +187,7 @@ pub struct Noop {
     pub requests: Tally,
 }
 
-/// Phase 3: a change of child status, and the parent reconciles it causes.
+/// Phase 4: a change of child status, and the parent reconciles it causes.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Stimulus {
     /// `irrelevant` or `relevant`.
@@ -173,7 +208,7 @@ pub struct Stimulus {
     pub operator_writes: Tally,
 }
 
-/// Phase 5: scale 10% of the components every second.
+/// Phase 6: scale 10% of the components every second.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Churn {
     pub seconds: f64,
@@ -209,7 +244,7 @@ impl Churn {
     }
 }
 
-/// Phase 4: the operator's memory and CPU.
+/// Phase 5: the operator's memory and CPU.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Footprint {
     /// Started, caches synced, no graphs.
@@ -219,4 +254,17 @@ pub struct Footprint {
     /// After the run's graphs were deleted (before the soak), and how long the deletion took.
     pub after_delete: Option<Usage>,
     pub delete_seconds: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_without_a_floor_parse() {
+        let mut run = serde_json::to_value(Run::default()).unwrap();
+        run.as_object_mut().unwrap().remove("floor");
+        let run: Run = serde_json::from_value(run).unwrap();
+        assert!(run.floor.is_none() && run.floor_ratio().is_none());
+    }
 }

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{Churn, MACHINE, Report, Run};
+use crate::floor::FLOOR_USER;
+use crate::report::{Churn, Floor, MACHINE, Report, Run};
 use crate::soak::{MAX_GROWTH, Soak};
 
 fn fmt_s(v: Option<f64>) -> String {
@@ -57,11 +58,11 @@ pub fn markdown(report: &Report, plot: Option<&str>) -> String {
     let _ = writeln!(o, "### Headline\n");
     let _ = writeln!(
         o,
-        "| N | converge (all Ready) | writes / DGD | floor / DGD | ratio to floor | + Events | no-op writes | operator RSS (peak) |"
+        "| N | converge (all Ready) | floor (bare client) | operator / floor | writes / DGD | floor / DGD | ratio to floor | + Events | no-op writes | operator RSS (peak) |"
     );
     let _ = writeln!(
         o,
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     for r in &report.runs {
         let c = &r.convergence;
@@ -69,9 +70,12 @@ pub fn markdown(report: &Report, plot: Option<&str>) -> String {
         let noop_writes: u64 = r.noop.iter().map(|x| x.writes + x.events).sum();
         let _ = writeln!(
             o,
-            "| {} | {} | {:.1} | {:.1} | {:.2}× | {:.2}× | {} | {:.0} MiB ({:.0} MiB) |",
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.2}× | {:.2}× | {} | {:.0} MiB ({:.0} MiB) |",
             r.n,
             fmt_s(c.seconds),
+            fmt_s(r.floor.as_ref().and_then(|f| f.seconds)),
+            r.floor_ratio()
+                .map_or("—".to_string(), |x| format!("{x:.2}×")),
             c.writes as f64 / n,
             c.floor as f64 / n,
             c.ratio(),
@@ -84,6 +88,8 @@ pub fn markdown(report: &Report, plot: Option<&str>) -> String {
                 .max(r.footprint.converged.peak_rss_mib),
         );
     }
+    let _ = writeln!(o);
+    crate::targets::markdown(&mut o, report);
 
     for r in &report.runs {
         run_markdown(&mut o, r);
@@ -105,6 +111,9 @@ fn run_markdown(o: &mut String, r: &Run) {
         let _ = writeln!(o);
     }
     convergence_markdown(o, r);
+    if let Some(f) = &r.floor {
+        floor_markdown(o, r, f);
+    }
     writes_markdown(o, r);
     if !r.convergence.cpu_seconds.is_empty() {
         cpu_markdown(o, r);
@@ -147,6 +156,44 @@ fn convergence_markdown(o: &mut String, r: &Run) {
         }
         let _ = writeln!(o);
     }
+}
+
+/// The floor phase: the same objects created by a bare client, against the operator.
+fn floor_markdown(o: &mut String, r: &Run, f: &Floor) {
+    let _ = writeln!(
+        o,
+        "**Floor** (a bare client, before the operator started, created the {} objects the operator creates for the {} graphs, \
+         {} at a time, in a namespace of its own): created in {:.1} s, every one of the {} Deployments available after {}; \
+         the operator took {}: **{}** the floor. Objects: {}. Requests of `{}`: {}; by user: {}. The namespace was gone {:.0} s \
+         after its deletion (before the operator started; not part of the floor).\n",
+        f.objects,
+        r.n,
+        f.concurrency,
+        f.create_seconds,
+        f.deployments,
+        fmt_s(f.seconds),
+        fmt_s(r.convergence.seconds),
+        r.floor_ratio()
+            .map_or("—".to_string(), |x| format!("{x:.2}×")),
+        f.by_kind
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        FLOOR_USER,
+        f.requests
+            .by_request
+            .iter()
+            .map(|(k, v)| format!("`{k}` {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        f.requests_by_user
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        f.cleanup_seconds,
+    );
 }
 
 /// The operator's writes against the floor, its children and its requests.
@@ -455,6 +502,11 @@ mod tests {
             mix: vec!["vllm-agg".into()],
             runs: vec![Run {
                 n: 10,
+                floor: Some(Floor {
+                    seconds: Some(10.0),
+                    objects: 117,
+                    ..Default::default()
+                }),
                 convergence: Convergence {
                     seconds: Some(12.0),
                     writes: 80,
@@ -465,7 +517,12 @@ mod tests {
             }],
         };
         let md = markdown(&report, Some("plot.svg"));
-        assert!(md.contains("| 10 | 12.0 s | 8.0 | 7.0 | 1.14× |"), "{md}");
+        assert!(
+            md.contains("| 10 | 12.0 s | 10.0 s | 1.20× | 8.0 | 7.0 | 1.14× |"),
+            "{md}"
+        );
+        assert!(md.contains("### Targets (issue)"), "{md}");
+        assert!(md.contains("**Floor** (a bare client"), "{md}");
         assert!(md.contains("![convergence time and writes against N](plot.svg)"));
     }
 }

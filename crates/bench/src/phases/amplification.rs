@@ -1,4 +1,4 @@
-//! Phase 3: change children of a few graphs, irrelevantly then relevantly, and count the parent
+//! Phase 4: change children of a few graphs, irrelevantly then relevantly, and count the parent
 //! reconciles.
 
 use std::collections::BTreeSet;
@@ -32,7 +32,7 @@ type Target = (String, Deployment, String);
 type Deleted = (String, String, String);
 
 impl Session<'_> {
-    /// Phase 3: change children of a few graphs, irrelevantly then relevantly, and count the
+    /// Phase 4: change children of a few graphs, irrelevantly then relevantly, and count the
     /// parent reconciles.
     pub async fn amplification(&mut self) -> anyhow::Result<Vec<Stimulus>> {
         let targets = self.targets(self.n().min(5)).await?;

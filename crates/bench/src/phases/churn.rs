@@ -1,4 +1,4 @@
-//! Phase 5: for a while, every second toggle the replicas (r ⇄ r+1) of the next tenth of all
+//! Phase 6: for a while, every second toggle the replicas (r ⇄ r+1) of the next tenth of all
 //! components; then wait until everything is Ready again.
 
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ struct Toggles {
 }
 
 impl Session<'_> {
-    /// Phase 5: for `duration`, every second toggle the replicas (r ⇄ r+1) of the next tenth of
+    /// Phase 6: for `duration`, every second toggle the replicas (r ⇄ r+1) of the next tenth of
     /// all components; then wait until everything is Ready again.
     pub async fn churn(&mut self, duration: Duration) -> anyhow::Result<Churn> {
         let components: Vec<(usize, usize)> = self
