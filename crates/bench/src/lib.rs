@@ -22,7 +22,7 @@
 //!    operator's RSS after each; fails when the last cycle's exceeds the first's by more than
 //!    10 % (see [`crate::soak`]).
 //!
-//! The summary ends each run with the targets, met or not (see [`targets`]).
+//! The summary ends each run with the performance targets, met or not (see [`targets`]).
 //!
 //! Output: `target/bench/report.json`, `target/bench/summary.md`, `target/bench/benchmarks.svg`
 //! and the operator logs; the full matrix also rewrites the generated part of

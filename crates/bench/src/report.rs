@@ -134,7 +134,7 @@ pub struct Convergence {
     pub children_total: u64,
     /// Status writes, by resource.
     pub status_writes: BTreeMap<String, u64>,
-    /// children + one status write per graph (the floor).
+    /// children + one status write per graph (the floor).
     pub floor: u64,
     /// children + one status write per graph and per DynamoComponentDeployment.
     pub floor_with_component_status: u64,

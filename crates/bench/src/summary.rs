@@ -521,7 +521,7 @@ mod tests {
             md.contains("| 10 | 12.0 s | 10.0 s | 1.20× | 8.0 | 7.0 | 1.14× |"),
             "{md}"
         );
-        assert!(md.contains("### Targets (issue)"), "{md}");
+        assert!(md.contains("### Targets"), "{md}");
         assert!(md.contains("**Floor** (a bare client"), "{md}");
         assert!(md.contains("![convergence time and writes against N](plot.svg)"));
     }

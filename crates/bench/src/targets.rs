@@ -1,11 +1,11 @@
-//! The issue's targets, against what a report measured: one row per target, one column per N,
+//! The performance targets, against what a report measured: one row per target, one column per N,
 //! each cell the measured value and whether it meets the target (where the target applies).
 
 use std::fmt::Write as _;
 
 use crate::report::{Report, Run};
 
-/// One target of the issue.
+/// One performance target.
 struct Target {
     what: &'static str,
     /// The target as the table states it.
@@ -43,7 +43,7 @@ fn per_graph(v: u64, r: &Run) -> f64 {
     v as f64 / r.n.max(1) as f64
 }
 
-/// The issue's targets.
+/// The performance targets.
 const TARGETS: &[Target] = &[
     Target {
         what: "time to Ready, operator / floor",
@@ -140,7 +140,7 @@ pub fn markdown(o: &mut String, report: &Report) {
     if report.runs.is_empty() {
         return;
     }
-    let _ = writeln!(o, "### Targets (issue)\n");
+    let _ = writeln!(o, "### Targets\n");
     let _ = write!(o, "| target | goal |");
     for r in &report.runs {
         let _ = write!(o, " N = {} |", r.n);
