@@ -41,7 +41,7 @@ pub struct Mutation {
     pub verb: String,
     /// The child's kind.
     pub kind: String,
-    /// The child's name (`namespace/name` when the event names it so).
+    /// The child's name (it lives in the regarding object's namespace).
     pub name: String,
 }
 
@@ -117,37 +117,21 @@ pub fn summarize(events: Vec<Event>) -> Vec<Event> {
             None => groups.push((m.verb.clone(), vec![m])),
         }
     }
-    groups.retain(|(_, all)| all.len() > 1);
     let mut out = Vec::with_capacity(events.len());
     for event in events {
-        let verb = match (&event.mutation, event.type_) {
-            (Some(m), EventType::Normal) => m.verb.clone(),
-            _ => {
-                out.push(event);
-                continue;
-            }
+        let group = match (&event.mutation, event.type_) {
+            (Some(m), EventType::Normal) => groups.iter_mut().find(|(verb, _)| *verb == m.verb),
+            _ => None,
         };
-        match groups.iter().position(|(v, _)| *v == verb) {
-            Some(i) => {
-                let (verb, all) = groups.remove(i);
-                out.push(summary(&verb, &all));
-            }
-            // A lone mutation, or a group whose summary was already placed.
-            None if out.iter().any(|e| folded(e, &verb)) => {}
-            None => out.push(event),
+        match group {
+            // The first of several: the summary takes its place; the rest were folded into it.
+            Some((verb, all)) if all.len() > 1 => out.push(summary(verb, &std::mem::take(all))),
+            Some((_, all)) if all.is_empty() => {}
+            // A lone mutation, or any other event.
+            _ => out.push(event),
         }
     }
     out
-}
-
-/// The reason of the summary of `verb` mutations.
-fn summary_reason(verb: &str) -> String {
-    format!("Resources{verb}")
-}
-
-/// Whether `event` is the summary of `verb` mutations.
-fn folded(event: &Event, verb: &str) -> bool {
-    event.mutation.is_none() && event.reason == summary_reason(verb)
 }
 
 /// One event naming every child of `all` (mutations of `verb`).
@@ -176,14 +160,14 @@ fn summary(verb: &str, all: &[Mutation]) -> Event {
                     note.push_str(&part);
                 }
                 note.push_str(&format!(" ({left} more)"));
-                return Event::normal(&summary_reason(verb), note);
+                return Event::normal(&format!("Resources{verb}"), note);
             }
             part.push_str(&item);
             left -= 1;
         }
         note.push_str(&part);
     }
-    Event::normal(&summary_reason(verb), note)
+    Event::normal(&format!("Resources{verb}"), note)
 }
 
 /// A status type that `Outcome::fail` can mark as failed.

@@ -176,7 +176,7 @@ where
         .and_then(|now| first_status_wait(object, now));
     if let Some(wait) = held {
         tracing::debug!(object = %object_key, ?wait, "first status held while children converge");
-        publish(object, &outcome.events, events).await;
+        publish(object, outcome.events, events).await;
         return Ok(Action::requeue(
             outcome.requeue.map_or(wait, |r| r.min(wait)),
         ));
@@ -208,7 +208,7 @@ where
     } else {
         tracing::trace!(object = %object_key, "status unchanged; not written");
     }
-    publish(object, &outcome.events, events).await;
+    publish(object, outcome.events, events).await;
     match failure {
         Some((error, retry)) => Err(RunError::Reconcile { error, retry }),
         None => Ok(match outcome.requeue {
@@ -236,11 +236,11 @@ fn first_status_wait<K: Resource>(object: &K, now: SystemTime) -> Option<Duratio
 /// ([`crate::outcome::summarize`]); a failure is logged, never retried.
 async fn publish<K: Resource<DynamicType = ()>>(
     object: &K,
-    queued: &[Event],
+    queued: Vec<Event>,
     events: &dyn EventSink,
 ) {
     let regarding = object.object_ref(&());
-    for event in &crate::outcome::summarize(queued.to_vec()) {
+    for event in &crate::outcome::summarize(queued) {
         if let Err(err) = events.publish(event, &regarding).await {
             tracing::warn!(object = %key_of(object), reason = %event.reason, error = %err, "event not published");
         }
