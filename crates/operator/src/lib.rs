@@ -215,7 +215,7 @@ async fn lead(
         .with_duration(args.lease_duration)
         .with_grace(args.lease_duration.div_ceil(3).max(1))
         .with_create_mode(LeaseCreateMode::AutoCreate)
-        .with_field_manager(api::labels::OPERATOR_NAME)
+        .with_field_manager(lease_field_manager(&identity))
         .build();
     let Some(manager) = until(shutdown, manager).await else {
         return Ok(Leadership::Stopped(None));
@@ -235,6 +235,17 @@ async fn lead(
     }
     tracing::info!(%identity, "leading");
     Ok(Leadership::Leading((leader, leader_task)))
+}
+
+/// The Lease's field manager: one per replica. Taking an unheld Lease is a server-side apply of
+/// `holderIdentity` without force, exclusive only between different managers: under one shared
+/// name, replicas starting together would both take it and both lead.
+fn lease_field_manager(identity: &str) -> String {
+    // A field manager is at most 128 characters.
+    format!("{}-{identity}", api::labels::OPERATOR_NAME)
+        .chars()
+        .take(128)
+        .collect()
 }
 
 /// Report ready once every cache of a served kind has synced (the kinds still unsynced after
