@@ -604,6 +604,53 @@ impl Cache {
         }
     }
 
+    /// The store of kind `K` when it answers reads in `namespace` from memory: registered as
+    /// `K` (not another type of the same kind), its list complete, its scope covering
+    /// `namespace`; with whether it is label- or field-selected (a miss may exist outside it).
+    fn typed_store<K>(&self, namespace: Option<&str>) -> Option<(Store<K>, bool)>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let kinds = self.inner.kinds.read().expect("cache lock");
+        let entry = kinds.get(&kind_key(&K::api_version(&()), &K::kind(&())))?;
+        if !entry.authoritative() || !covers(entry.namespace.as_deref(), namespace) {
+            return None;
+        }
+        let typed = entry.store.as_any().downcast_ref::<Typed<K>>()?;
+        Some((typed.store.clone(), entry.selective))
+    }
+
+    /// [`Cache::cached`] for a kind stored as `K`, the stored object itself.
+    pub(crate) fn get_typed<K>(&self, namespace: Option<&str>, name: &str) -> Option<Option<Arc<K>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (store, selective) = self.typed_store::<K>(namespace)?;
+        let mut reference = ObjectRef::<K>::new(name);
+        if let Some(ns) = namespace {
+            reference = reference.within(ns);
+        }
+        match store.get(&reference) {
+            Some(object) => Some(Some(object)),
+            None if !selective => Some(None),
+            None => None,
+        }
+    }
+
+    /// The list [`Reader::list_dynamic`] serves from the store of a kind stored as `K`, the
+    /// stored objects themselves; `None` when the store cannot answer it.
+    pub(crate) fn list_typed<K>(
+        &self,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> Option<Vec<Arc<K>>>
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (store, _) = self.typed_store::<K>(namespace)?;
+        Some(selected(&store, namespace, selector))
+    }
+
     /// A read of `resource` when it is watched only while served and is not served now.
     fn unserved(&self, resource: &ApiResource) -> Option<Error> {
         let kinds = self.inner.kinds.read().expect("cache lock");
@@ -736,6 +783,10 @@ fn covers(watched: Option<&str>, requested: Option<&str>) -> bool {
 
 #[async_trait]
 impl Reader for Cache {
+    fn cache(&self) -> Option<&Cache> {
+        Some(self)
+    }
+
     async fn get_dynamic(
         &self,
         resource: &ApiResource,
@@ -828,20 +879,33 @@ where
     }
 
     fn list(&self, namespace: Option<&str>, selector: &Selector) -> Result<Vec<DynamicObject>> {
-        let mut objects: Vec<_> = self
-            .store
-            .state()
-            .into_iter()
-            .filter(|o| namespace.is_none() || o.namespace().as_deref() == namespace)
-            .filter(|o| selector.matches(o.labels()))
-            .collect();
-        objects.sort_by_key(|o| (o.namespace(), o.name_any()));
-        objects.iter().map(|o| to_dynamic(o.as_ref())).collect()
+        selected(&self.store, namespace, selector)
+            .iter()
+            .map(|o| to_dynamic(o.as_ref()))
+            .collect()
     }
 
     fn as_any(&self) -> &dyn Any {
         self
     }
+}
+
+/// The objects of `store` in `namespace` (`None`: all) whose labels match `selector`, by
+/// namespace and name.
+fn selected<K>(store: &Store<K>, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut objects: Vec<_> = store
+        .state()
+        .into_iter()
+        .filter(|o| namespace.is_none() || o.meta().namespace.as_deref() == namespace)
+        .filter(|o| selector.matches(o.labels()))
+        .collect();
+    objects.sort_by(|a, b| {
+        (&a.meta().namespace, &a.meta().name).cmp(&(&b.meta().namespace, &b.meta().name))
+    });
+    objects
 }
 
 /// A stored object the cache could not decode as its kind: what could be read of it.

@@ -7,6 +7,7 @@
 //! including `dyn` ones.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use k8s_openapi::api::autoscaling::v1::Scale;
@@ -43,6 +44,12 @@ pub trait Reader: Send + Sync {
         namespace: Option<&str>,
         selector: &Selector,
     ) -> Result<Vec<DynamicObject>>;
+
+    /// The watch cache behind this reader, whose stores [`ReaderExt`] reads typed objects from
+    /// without converting them (`None`: every read goes through the dynamic form).
+    fn cache(&self) -> Option<&crate::cache::Cache> {
+        None
+    }
 }
 
 /// The result of a write that may or may not have changed anything.
@@ -174,15 +181,22 @@ pub trait EventSink: Send + Sync {
 }
 
 /// Bounds of a kind the typed helpers accept.
-pub trait Kind: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync {}
-impl<K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Send + Sync> Kind for K {}
+pub trait Kind:
+    Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
+impl<K> Kind for K where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Send + Sync + 'static
+{
+}
 
 /// Bounds of a kind a watch cache holds and a controller runs on: a [`Kind`] that is also
 /// `Clone + Debug + 'static`.
 pub trait Cached: Kind + Clone + std::fmt::Debug + 'static {}
 impl<K: Kind + Clone + std::fmt::Debug + 'static> Cached for K {}
 
-/// Typed reads over any [`Reader`].
+/// Typed reads over any [`Reader`]. A read the watch cache answers from memory hands out its
+/// stored object (no conversion through the dynamic form).
 pub trait ReaderExt: Reader {
     /// The object of kind `K`, or `None`.
     fn get<K: Kind>(
@@ -191,6 +205,9 @@ pub trait ReaderExt: Reader {
         name: &str,
     ) -> impl Future<Output = Result<Option<K>>> + Send {
         async move {
+            if let Some(cached) = self.cache().and_then(|c| c.get_typed::<K>(namespace, name)) {
+                return Ok(cached.map(Arc::unwrap_or_clone));
+            }
             match self.get_dynamic(&resource::<K>(), namespace, name).await? {
                 Some(object) => Ok(Some(from_dynamic(object)?)),
                 None => Ok(None),
@@ -205,10 +222,29 @@ pub trait ReaderExt: Reader {
         selector: &Selector,
     ) -> impl Future<Output = Result<Vec<K>>> + Send {
         async move {
+            let shared = self.list_shared::<K>(namespace, selector).await?;
+            Ok(shared.into_iter().map(Arc::unwrap_or_clone).collect())
+        }
+    }
+
+    /// [`ReaderExt::list`], each object shared with the cache that holds it: for a scan that
+    /// keeps few of many objects.
+    fn list_shared<K: Kind>(
+        &self,
+        namespace: Option<&str>,
+        selector: &Selector,
+    ) -> impl Future<Output = Result<Vec<Arc<K>>>> + Send {
+        async move {
+            if let Some(cached) = self
+                .cache()
+                .and_then(|c| c.list_typed::<K>(namespace, selector))
+            {
+                return Ok(cached);
+            }
             self.list_dynamic(&resource::<K>(), namespace, selector)
                 .await?
                 .into_iter()
-                .map(from_dynamic)
+                .map(|o| from_dynamic(o).map(Arc::new))
                 .collect()
         }
     }

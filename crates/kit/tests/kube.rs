@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kit::cache::Cache;
 use kit::client::KubeWriter;
-use kit::{Deleted, Patch, Preconditions, ReaderExt, Selector, WriterExt};
+use kit::{Deleted, Patch, Preconditions, Reader, ReaderExt, Selector, WriterExt};
 use kube::api::PostParams;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -288,6 +288,27 @@ async fn reads_are_served_from_the_cache() {
     assert_eq!(
         listed.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
         ["a", "b"]
+    );
+    // The typed reads hand out the stored objects; the dynamic form carries the same object.
+    let dynamic = cache
+        .get_dynamic(&kit::object::resource::<ConfigMap>(), Some(ns.name()), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        kit::object::from_dynamic::<ConfigMap>(dynamic).unwrap(),
+        listed[0]
+    );
+    let shared = cache
+        .list_shared::<ConfigMap>(Some(ns.name()), &selector)
+        .await
+        .unwrap();
+    assert_eq!(
+        shared
+            .iter()
+            .map(|c| c.as_ref().clone())
+            .collect::<Vec<_>>(),
+        listed
     );
     assert_eq!(cache.live_reads(), 0);
     let reads: Vec<_> = by(&cp.audit().since(&mark).await, user)

@@ -291,10 +291,11 @@ impl Root {
         let ns = dgd.namespace();
         let controlled = |meta: &ObjectMeta| is_controlled_by(meta, uid);
         let everything = Selector::default();
-        let dcds: Vec<DynamoComponentDeployment> =
-            self.reader.list(ns.as_deref(), &everything).await?;
-        let pod_clique_sets: Vec<PodCliqueSet> = if self.grove_served() {
-            self.reader.list(ns.as_deref(), &everything).await?
+        // Every one in the namespace is scanned, shared with the cache rather than copied.
+        let dcds: Vec<Arc<DynamoComponentDeployment>> =
+            self.reader.list_shared(ns.as_deref(), &everything).await?;
+        let pod_clique_sets: Vec<Arc<PodCliqueSet>> = if self.grove_served() {
+            self.reader.list_shared(ns.as_deref(), &everything).await?
         } else {
             Vec::new()
         };
