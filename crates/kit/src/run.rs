@@ -10,7 +10,11 @@
 //!    object's first status and only says that children are still converging
 //!    ([`Outcome::settling`]): that one is held for up to [`FIRST_STATUS_GRACE`] after the
 //!    object's creation (a requeue at its end writes it), so that an object whose children
-//!    converge promptly writes its status once;
+//!    converge promptly writes its status once. Later, while children keep converging, one
+//!    settling status replaces the settling status this runner last wrote at most once per
+//!    [`SETTLING_INTERVAL`] (a requeue at its end writes the latest), unless the generation
+//!    observed changed or the reconcile queued a transition event: progress is coalesced, a
+//!    transition (Ready, a failure, a new generation) is written at once;
 //! 3. publishes `outcome.events`, only if the status write succeeded (or was not needed), the
 //!    child writes of one verb announced together ([`crate::outcome::summarize`]);
 //! 4. requeues after `outcome.requeue`, or waits for the next change when it is `None`; on failure
@@ -34,7 +38,7 @@ use kube::runtime::Controller;
 use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::capability::{Cached, EventSink, StatusWriter};
@@ -135,14 +139,14 @@ where
     complete(object, result, status_writer, events, None).await
 }
 
-/// [`finish`], holding a new object's first settling status as of `now` when given (what the
+/// [`finish`], holding settling statuses by `pacing` as of its time when given (what the
 /// [`Runner`] does).
 async fn complete<K, E>(
     object: &K,
     result: Reconciled<K::Status, E>,
     status_writer: &dyn StatusWriter,
     events: &dyn EventSink,
-    now: Option<SystemTime>,
+    pacing: Option<(&Pacing, SystemTime)>,
 ) -> Result<Action, RunError<E>>
 where
     K: Resource<DynamicType = ()> + HasStatus,
@@ -168,20 +172,20 @@ where
         .map(serde_json::to_value)
         .transpose()
         .map_err(|e| RunError::Status(Error::from(e)))?;
-    let first = current
-        .as_ref()
-        .is_none_or(|c| c.is_null() || c == &json!({}));
-    let held = now
-        .filter(|_| outcome.settling && failure.is_none() && first)
-        .and_then(|now| first_status_wait(object, now));
+    let changed = current.as_ref() != Some(&desired);
+    let settling = outcome.settling && failure.is_none();
+    let transition = outcome.events.iter().any(|e| e.mutation.is_none());
+    let held = pacing
+        .filter(|_| settling && changed && !transition)
+        .and_then(|(pacing, now)| pacing.hold(object, current.as_ref(), &desired, now));
     if let Some(wait) = held {
-        tracing::debug!(object = %object_key, ?wait, "first status held while children converge");
+        tracing::debug!(object = %object_key, ?wait, "settling status held while children converge");
         publish(object, outcome.events, events).await;
         return Ok(Action::requeue(
             outcome.requeue.map_or(wait, |r| r.min(wait)),
         ));
     }
-    if current.as_ref() != Some(&desired) {
+    if changed {
         let written = status_writer
             .apply_status_dynamic(
                 &resource::<K>(),
@@ -192,7 +196,10 @@ where
             .await;
         match written {
             Ok(applied) => {
-                tracing::debug!(object = %object_key, changed = applied.changed, "status written")
+                tracing::debug!(object = %object_key, changed = applied.changed, "status written");
+                if let Some((pacing, now)) = pacing {
+                    pacing.written(&object_key, settling, now);
+                }
             }
             Err(err) if err.is_not_found() => {
                 tracing::debug!(object = %object_key, "object gone; status not written");
@@ -215,6 +222,65 @@ where
             Some(after) => Action::requeue(after),
             None => Action::await_change(),
         }),
+    }
+}
+
+/// How often a settling status ([`Outcome::settling`]) may replace the settling status the
+/// runner last wrote for the same object and generation.
+pub const SETTLING_INTERVAL: Duration = Duration::from_secs(10);
+
+/// When the runner last wrote a settling status, per object (`namespace/name`): only objects
+/// whose last written status was settling, and only for [`SETTLING_INTERVAL`] (older records
+/// are dropped with the next write), so nothing outlives the objects.
+#[derive(Debug, Default)]
+struct Pacing {
+    written: Mutex<HashMap<String, SystemTime>>,
+}
+
+impl Pacing {
+    /// How long the settling status `desired` of `object` waits at `now` before it replaces
+    /// `current`: a first status for the rest of [`FIRST_STATUS_GRACE`] since the creation;
+    /// a later one of the same observed generation for the rest of the interval since the last
+    /// settling status was written.
+    fn hold<K: Resource>(
+        &self,
+        object: &K,
+        current: Option<&Value>,
+        desired: &Value,
+        now: SystemTime,
+    ) -> Option<Duration> {
+        let Some(current) = current.filter(|c| !c.is_null() && *c != &json!({})) else {
+            return first_status_wait(object, now);
+        };
+        (current["observedGeneration"] == desired["observedGeneration"])
+            .then(|| self.wait(&key_of(object), now))
+            .flatten()
+    }
+
+    /// How much longer a settling status of `key` waits at `now`: the rest of
+    /// [`SETTLING_INTERVAL`] since its last settling status was written; `None` when none was
+    /// written within it.
+    fn wait(&self, key: &str, now: SystemTime) -> Option<Duration> {
+        let written = *self.written.lock().expect("pacing lock").get(key)?;
+        let since = now.duration_since(written).ok()?;
+        SETTLING_INTERVAL
+            .checked_sub(since)
+            .filter(|w| !w.is_zero())
+    }
+
+    /// Record that a status of `key` was written at `now`: a settling one starts an interval,
+    /// any other ends it.
+    fn written(&self, key: &str, settling: bool, now: SystemTime) {
+        let mut written = self.written.lock().expect("pacing lock");
+        written.retain(|_, at| {
+            now.duration_since(*at)
+                .is_ok_and(|since| since < SETTLING_INTERVAL)
+        });
+        if settling {
+            written.insert(key.to_string(), now);
+        } else {
+            written.remove(key);
+        }
     }
 }
 
@@ -269,6 +335,7 @@ struct Shared<Ctx, F> {
     status_writer: Arc<dyn StatusWriter>,
     events: Arc<dyn EventSink>,
     backoff: ErrorBackoff,
+    pacing: Pacing,
 }
 
 impl<K> Runner<K>
@@ -319,6 +386,7 @@ where
             status_writer: self.status_writer,
             events: self.events,
             backoff: self.backoff,
+            pacing: Pacing::default(),
         });
         let on_gone = self.on_gone;
         let forget = shared.clone();
@@ -334,7 +402,7 @@ where
                             result,
                             shared.status_writer.as_ref(),
                             shared.events.as_ref(),
-                            Some(SystemTime::now()),
+                            Some((&shared.pacing, SystemTime::now())),
                         )
                         .await;
                         if action.is_ok() {
@@ -431,5 +499,69 @@ mod tests {
         for (at, now, wait) in cases {
             assert_eq!(first_status_wait(&object(at), now), wait, "{at:?} {now:?}");
         }
+    }
+
+    #[test]
+    fn a_settling_status_replaces_the_last_settling_one_once_per_interval() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let secs = Duration::from_secs;
+        let mut object = ConfigMap::default();
+        object.metadata.namespace = Some("ns".into());
+        object.metadata.name = Some("g".into());
+        object.metadata.creation_timestamp = Some(Time((t0 - secs(600)).try_into().unwrap()));
+        let status = |generation: i64, message: &str| json!({"observedGeneration": generation, "message": message});
+        let current = status(1, "2 of 3 ready");
+        // (last write: settling?, seconds before now; desired; wait)
+        let cases = [
+            // Written 3 s ago as settling: the next progress waits out the interval.
+            (
+                Some((true, 3)),
+                status(1, "1 of 3 ready"),
+                Some(SETTLING_INTERVAL - secs(3)),
+            ),
+            (Some((true, 10)), status(1, "1 of 3 ready"), None),
+            (Some((true, 60)), status(1, "1 of 3 ready"), None),
+            // A new generation observed, or a last write that was no settling one: at once.
+            (Some((true, 3)), status(2, "1 of 3 ready"), None),
+            (Some((false, 3)), status(1, "1 of 3 ready"), None),
+            // Nothing written by this runner (another process wrote it): at once.
+            (None, status(1, "1 of 3 ready"), None),
+        ];
+        for (last, desired, wait) in cases {
+            let pacing = Pacing::default();
+            if let Some((settling, ago)) = last {
+                pacing.written("ns/g", settling, t0 - secs(ago));
+            }
+            assert_eq!(
+                pacing.hold(&object, Some(&current), &desired, t0),
+                wait,
+                "{last:?} {desired}"
+            );
+        }
+        // A first status follows the grace after creation instead.
+        let pacing = Pacing::default();
+        object.metadata.creation_timestamp = Some(Time((t0 - secs(4)).try_into().unwrap()));
+        for first in [None, Some(Value::Null), Some(json!({}))] {
+            assert_eq!(
+                pacing.hold(&object, first.as_ref(), &current, t0),
+                Some(FIRST_STATUS_GRACE - secs(4))
+            );
+        }
+    }
+
+    #[test]
+    fn pacing_forgets_what_is_older_than_the_interval() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let pacing = Pacing::default();
+        pacing.written("a", true, t0);
+        pacing.written("b", true, t0 + Duration::from_secs(5));
+        pacing.written("c", true, t0 + SETTLING_INTERVAL);
+        let kept: std::collections::BTreeSet<String> =
+            pacing.written.lock().unwrap().keys().cloned().collect();
+        assert_eq!(kept, ["b", "c"].map(String::from).into());
+        pacing.written("b", false, t0 + SETTLING_INTERVAL);
+        assert_eq!(pacing.written.lock().unwrap().len(), 1);
     }
 }
