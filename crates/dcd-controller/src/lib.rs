@@ -68,7 +68,8 @@
 //! a component's first status is not a transition (the graph's `Ready` announces its components
 //! becoming available), except `LeaderWorkerSetUnavailable` (a Warning). A new component's first
 //! status waits up to `kit::run::FIRST_STATUS_GRACE` for its workload, so one that starts
-//! promptly writes it once. Upstream's per-reconcile `Reconciling`, `Update` and
+//! promptly writes it once; while it keeps starting, its progress is written at most once per
+//! `kit::run::SETTLING_INTERVAL`. Upstream's per-reconcile `Reconciling`, `Update` and
 //! `UpdateDynamoGraphDeployment` events are not emitted.
 //!
 //! # Readiness

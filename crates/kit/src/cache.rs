@@ -30,6 +30,10 @@
 //! kind, and subscribers keep one stream across the switches. Nothing polls: the watch starts
 //! and stops when whoever keeps the set current changes it.
 //!
+//! Typed reads ([`crate::ReaderExt`]) the cache answers hand out the stored objects (a clone, or
+//! the shared object itself with [`crate::ReaderExt::list_shared`]) without converting them
+//! through [`DynamicObject`]; the dynamic reads convert.
+//!
 //! Cached reads are eventually consistent: right after a write, the cache may still hold the
 //! previous revision until the watch event arrives (which triggers another reconcile).
 //!
