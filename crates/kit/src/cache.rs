@@ -155,6 +155,11 @@ impl GateState {
 }
 
 impl Entry {
+    /// Whether the store answers reads in `namespace` (`None`: all namespaces) from memory.
+    fn answers(&self, namespace: Option<&str>) -> bool {
+        self.authoritative() && covers(self.namespace.as_deref(), namespace)
+    }
+
     /// Whether the store holds every object of the kind (in its namespace and selection).
     fn authoritative(&self) -> bool {
         match &self.gate {
@@ -598,7 +603,7 @@ impl Cache {
     ) -> Option<Option<DynamicObject>> {
         let kinds = self.inner.kinds.read().expect("cache lock");
         let entry = kinds.get(&resource_key(resource))?;
-        if !entry.authoritative() || !covers(entry.namespace.as_deref(), namespace) {
+        if !entry.answers(namespace) {
             return None;
         }
         match entry.store.get(namespace, name) {
@@ -617,7 +622,7 @@ impl Cache {
     {
         let kinds = self.inner.kinds.read().expect("cache lock");
         let entry = kinds.get(&kind_key(&K::api_version(&()), &K::kind(&())))?;
-        if !entry.authoritative() || !covers(entry.namespace.as_deref(), namespace) {
+        if !entry.answers(namespace) {
             return None;
         }
         let typed = entry.store.as_any().downcast_ref::<Typed<K>>()?;
@@ -630,11 +635,7 @@ impl Cache {
         K: Resource<DynamicType = ()> + Clone + 'static,
     {
         let (store, selective) = self.typed_store::<K>(namespace)?;
-        let mut reference = ObjectRef::<K>::new(name);
-        if let Some(ns) = namespace {
-            reference = reference.within(ns);
-        }
-        match store.get(&reference) {
+        match store.get(&object_ref(namespace, name)) {
             Some(object) => Some(Some(object)),
             None if !selective => Some(None),
             None => None,
@@ -825,7 +826,7 @@ impl Reader for Cache {
             let kinds = self.inner.kinds.read().expect("cache lock");
             kinds
                 .get(&kind_key(&resource.api_version, &resource.kind))
-                .filter(|e| e.authoritative() && covers(e.namespace.as_deref(), namespace))
+                .filter(|e| e.answers(namespace))
                 .map(|e| e.store.clone())
         };
         if let Some(store) = store {
@@ -872,12 +873,8 @@ where
     }
 
     fn get(&self, namespace: Option<&str>, name: &str) -> Result<Option<DynamicObject>> {
-        let mut reference = ObjectRef::<K>::new(name);
-        if let Some(ns) = namespace {
-            reference = reference.within(ns);
-        }
         self.store
-            .get(&reference)
+            .get(&object_ref(namespace, name))
             .map(|o| to_dynamic(o.as_ref()))
             .transpose()
     }
@@ -891,6 +888,18 @@ where
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+/// The reference of the object `name` of kind `K` in `namespace`.
+fn object_ref<K>(namespace: Option<&str>, name: &str) -> ObjectRef<K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    let reference = ObjectRef::<K>::new(name);
+    match namespace {
+        Some(ns) => reference.within(ns),
+        None => reference,
     }
 }
 

@@ -191,9 +191,9 @@ impl<K> Kind for K where
 }
 
 /// Bounds of a kind a watch cache holds and a controller runs on: a [`Kind`] that is also
-/// `Clone + Debug + 'static`.
-pub trait Cached: Kind + Clone + std::fmt::Debug + 'static {}
-impl<K: Kind + Clone + std::fmt::Debug + 'static> Cached for K {}
+/// `Debug`.
+pub trait Cached: Kind + std::fmt::Debug {}
+impl<K: Kind + std::fmt::Debug> Cached for K {}
 
 /// Typed reads over any [`Reader`]. A read the watch cache answers from memory hands out its
 /// stored object (no conversion through the dynamic form).
