@@ -66,8 +66,13 @@
 //! are published as one `ResourcesCreated` (`ResourcesUpdated`, ...) naming each
 //! (`kit::summarize`). `Available` transitions are announced once (its reason as event reason);
 //! a component's first status is not a transition (the graph's `Ready` announces its components
-//! becoming available), except `LeaderWorkerSetUnavailable` (a Warning). A new component's first
-//! status waits up to `kit::run::FIRST_STATUS_GRACE` for its workload, so one that starts
+//! becoming available), except `LeaderWorkerSetUnavailable` (a Warning). Nor is a graph's
+//! component becoming available for the first time: a first status that finds the workload still
+//! starting dates `Available=False` (and `DynamoComponentReady=False`) from the component's
+//! `creationTimestamp`, unavailable since its creation, and the `DeploymentReady`
+//! (`LeaderWorkerSetReady`) that ends it is not announced; becoming available again after a loss
+//! or a failure is, and so is a DCD no graph controls. A new component's first
+//! status waits up to [`FIRST_STATUS_GRACE`] (30 s) for its workload, so one that starts
 //! promptly writes it once; while it keeps starting, its progress is written at most once per
 //! `kit::run::SETTLING_INTERVAL`. Upstream's per-reconcile `Reconciling`, `Update` and
 //! `UpdateDynamoGraphDeployment` events are not emitted.
@@ -253,3 +258,9 @@ pub use render::{
     render, render_with,
 };
 pub use status::{deployment_ready, leader_worker_set_ready};
+
+/// How long a new component's first status waits for its workload to become ready (the
+/// operator's [`kit::run::Runner::first_status_grace`] for DCDs): three times a graph's
+/// [`kit::run::FIRST_STATUS_GRACE`], since the component's graph reports it meanwhile. A
+/// component whose pods start within it writes one status, not a starting one and then ready.
+pub const FIRST_STATUS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);

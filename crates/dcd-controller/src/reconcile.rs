@@ -10,6 +10,7 @@ use api::validate::{InvalidSpec, REASON_INVALID_SPEC, validate_dcd};
 use api::{DynamoComponentDeployment, DynamoComponentDeploymentStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kit::child::{Applier, Change, EnsureError, Ownership, is_controlled_by};
 use kit::conditions::{self, Status};
 use kit::object::{key, resource};
@@ -18,8 +19,8 @@ use kit::{
     Deleted, EventType, Failed, Outcome, Preconditions, ReaderExt, ReconcileStatus, Reconciled,
     Retry, Selector, WriterExt,
 };
-use kube::ResourceExt;
 use kube::api::DynamicObject;
+use kube::{Resource, ResourceExt};
 
 use pod_render::{Infrastructure, PullSecrets};
 use reconcilers::model_service::{self, ModelServices};
@@ -331,17 +332,21 @@ impl DcdReconciler {
             Ok(None) => {
                 tracing::info!(dcd = %dcd_key, "multinode component without the LeaderWorkerSet API; nothing touched");
                 unavailable(&mut out, generation);
-                transition_events(&previous, &mut out);
+                transition_events(dcd, &previous, &mut out);
                 return Ok(out);
             }
             Err(error) => return Err(Box::new(fail(out, generation, error))),
         };
-        let [available, component_ready] = readiness_conditions(
+        let mut readiness_now = readiness_conditions(
             readiness.ready,
             readiness.reason,
             readiness.message,
             generation,
         );
+        if !readiness.ready {
+            unavailable_since_creation(dcd, &previous, &mut readiness_now);
+        }
+        let [available, component_ready] = readiness_now;
         // What the workload step observed stays in the status even if the Service step fails.
         out.status.component = Some(readiness.component);
         conditions::set(&mut out.status.conditions, component_ready);
@@ -357,7 +362,7 @@ impl DcdReconciler {
             out.settling();
         }
         conditions::set(&mut out.status.conditions, available);
-        transition_events(&previous, &mut out);
+        transition_events(dcd, &previous, &mut out);
         Ok(out)
     }
 
@@ -642,18 +647,44 @@ fn unavailable(out: &mut Outcome<StatusOf>, generation: i64) {
     );
 }
 
+/// A component whose first status finds its workload still starting has been unavailable since
+/// its creation: its conditions say so (`lastTransitionTime` = `creationTimestamp`), which is
+/// how [`transition_events`] tells its first availability from a recovery.
+fn unavailable_since_creation(
+    dcd: &DynamoComponentDeployment,
+    previous: &StatusOf,
+    readiness: &mut [Condition; 2],
+) {
+    let first = conditions::find(&previous.conditions, CONDITION_AVAILABLE).is_none();
+    if let (true, Some(created)) = (first, dcd.metadata.creation_timestamp.as_ref()) {
+        for condition in readiness.iter_mut() {
+            condition.last_transition_time = created.clone();
+        }
+    }
+}
+
 /// A status-transition event when `Available` changes status or reason, published after the
 /// status is persisted. A component's first status is not a transition and is not announced
 /// (its creation was; a component of a graph becoming available is announced by the graph's
-/// `Ready`), except a multinode component the cluster cannot run (a Warning).
-fn transition_events(previous: &StatusOf, out: &mut Outcome<StatusOf>) {
+/// `Ready`), except a multinode component the cluster cannot run (a Warning). For the same
+/// reason a graph's component becoming available for the first time (its workload not ready
+/// since its creation, [`unavailable_since_creation`]) is not announced; becoming available
+/// again after a loss or a failure is.
+fn transition_events(
+    dcd: &DynamoComponentDeployment,
+    previous: &StatusOf,
+    out: &mut Outcome<StatusOf>,
+) {
     let before = conditions::find(&previous.conditions, CONDITION_AVAILABLE);
     let Some(after) = conditions::find(&out.status.conditions, CONDITION_AVAILABLE) else {
         return;
     };
     let unavailable = after.reason == REASON_LEADER_WORKER_SET_UNAVAILABLE;
     let announce = match before {
-        Some(b) => b.status != after.status || b.reason != after.reason,
+        Some(b) => {
+            (b.status != after.status || b.reason != after.reason)
+                && !first_availability(dcd, b, after)
+        }
         None => unavailable,
     };
     if announce {
@@ -665,6 +696,28 @@ fn transition_events(previous: &StatusOf, out: &mut Outcome<StatusOf>) {
         let (reason, note) = (after.reason.clone(), after.message.clone());
         out.event(kit::Event::new(type_, &reason, note));
     }
+}
+
+/// Whether `after` makes a graph's component available for the first time: `before` says its
+/// workload has been starting since the component's creation.
+fn first_availability(
+    dcd: &DynamoComponentDeployment,
+    before: &Condition,
+    after: &Condition,
+) -> bool {
+    let starting = [
+        REASON_DEPLOYMENT_NOT_READY,
+        REASON_LEADER_WORKER_SET_NOT_READY,
+    ];
+    let of_graph = dcd
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == api::DynamoGraphDeployment::kind(&()));
+    of_graph
+        && after.status == Status::True.as_str()
+        && before.status == Status::False.as_str()
+        && starting.contains(&before.reason.as_str())
+        && dcd.metadata.creation_timestamp.as_ref() == Some(&before.last_transition_time)
 }
 
 /// The failed attempt: `Available=False` with the error's reason and message (the type's

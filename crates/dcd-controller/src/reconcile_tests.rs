@@ -241,14 +241,101 @@ async fn an_available_deployment_makes_the_dcd_ready_once() {
         (1, 1, Some(1), Some(1))
     );
     assert!(dcd(&d, WORKER).is_ready().is_ok());
-    // Only the status changed, and the transition is announced once.
+    // Only the status changed; a graph's component becoming available for the first time is
+    // announced by the graph's Ready, not by an event of its own.
     assert_eq!(writes_of(&d, Verb::ApplyStatus).len(), 1);
     assert_eq!(d.writes().len(), 1);
-    assert_eq!(d.event_reasons(), ["DeploymentReady"]);
+    assert!(d.events().is_empty(), "{:?}", d.event_reasons());
     clear(&d);
     pass(&d, &r, WORKER).await.unwrap();
     assert!(d.writes().is_empty());
     assert!(d.events().is_empty());
+}
+
+/// Report the Deployment as the Deployment controller would once its pods are gone.
+async fn make_unavailable(d: &Double, name: &str) {
+    let dep = deployment(d, name);
+    d.status_writer()
+        .apply_status_dynamic(
+            &resource::<Deployment>(),
+            Some(NS),
+            name,
+            &json!({
+                "observedGeneration": dep.metadata.generation,
+                "replicas": 1,
+                "updatedReplicas": 1,
+                "readyReplicas": 0,
+                "availableReplicas": 0,
+                "conditions": [{"type": "Available", "status": "False"}],
+            }),
+        )
+        .await
+        .unwrap();
+}
+
+fn available_since(d: &Double, name: &str) -> Time {
+    let s = status(d, name);
+    let c = conditions::find(&s.conditions, CONDITION_AVAILABLE).expect("Available");
+    c.last_transition_time.clone()
+}
+
+#[tokio::test]
+async fn availability_events_first_availability_loss_and_recovery() {
+    // (owned by a graph, events after: first status, available, lost, available again)
+    // Created an hour ago: a loss is never within the second of the creation.
+    let created = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let old = || {
+        let mut dcd = worker();
+        dcd.metadata.creation_timestamp = Some(Time(created.try_into().unwrap()));
+        dcd
+    };
+    let standalone = {
+        let mut dcd = old();
+        dcd.metadata.owner_references = None;
+        dcd
+    };
+    let rows: [(DynamoComponentDeployment, [&[&str]; 4]); 2] = [
+        (
+            old(),
+            [
+                &["ResourcesCreated"],
+                &[],
+                &["DeploymentNotReady"],
+                &["DeploymentReady"],
+            ],
+        ),
+        (
+            standalone,
+            [
+                &["ResourcesCreated"],
+                &["DeploymentReady"],
+                &["DeploymentNotReady"],
+                &["DeploymentReady"],
+            ],
+        ),
+    ];
+    for (component, expected) in rows {
+        let (d, r) = setup(component);
+        let steps: [Option<bool>; 4] = [None, Some(true), Some(false), Some(true)];
+        for (step, (available, events)) in steps.into_iter().zip(expected).enumerate() {
+            match available {
+                Some(true) => make_available(&d, WORKER).await,
+                Some(false) => make_unavailable(&d, WORKER).await,
+                None => {}
+            }
+            clear(&d);
+            pass(&d, &r, WORKER).await.unwrap();
+            assert_eq!(d.event_reasons(), events, "step {step}");
+            if step == 0 {
+                // Unavailable since its creation, as its conditions say.
+                let created = dcd(&d, WORKER).metadata.creation_timestamp.unwrap();
+                assert_eq!(available_since(&d, WORKER), created);
+                let s = status(&d, WORKER);
+                let ready = conditions::find(&s.conditions, CONDITION_DYNAMO_COMPONENT_READY);
+                assert_eq!(ready.unwrap().last_transition_time, created);
+            }
+        }
+    }
 }
 
 #[tokio::test]
@@ -544,7 +631,8 @@ async fn with_leader_worker_sets_a_multinode_component_gets_one() {
         condition(&d, MULTINODE, CONDITION_AVAILABLE).1,
         "LeaderWorkerSetReady"
     );
-    assert_eq!(d.event_reasons(), ["LeaderWorkerSetReady"]);
+    // Its graph announces its first availability.
+    assert!(d.events().is_empty(), "{:?}", d.event_reasons());
     clear(&d);
     pass(&d, &r, MULTINODE).await.unwrap();
     assert!(d.writes().is_empty());

@@ -8,8 +8,8 @@
 //! 2. persists `outcome.status` through the [`StatusWriter`], also when the attempt failed, and
 //!    skips the write when the status equals the one the object already has, or when it is a new
 //!    object's first status and only says that children are still converging
-//!    ([`Outcome::settling`]): that one is held for up to [`FIRST_STATUS_GRACE`] after the
-//!    object's creation (a requeue at its end writes it), so that an object whose children
+//!    ([`Outcome::settling`]): that one is held for up to [`FIRST_STATUS_GRACE`] (or the
+//!    runner's [`Runner::first_status_grace`]) after the object's creation (a requeue at its end writes it), so that an object whose children
 //!    converge promptly writes its status once. Later, while children keep converging, one
 //!    settling status replaces the settling status this runner last wrote at most once per
 //!    [`SETTLING_INTERVAL`] (a requeue at its end writes the latest), unless the generation
@@ -232,14 +232,30 @@ pub const SETTLING_INTERVAL: Duration = Duration::from_secs(10);
 /// When the runner last wrote a settling status, per object (`namespace/name`): only objects
 /// whose last written status was settling, and only for [`SETTLING_INTERVAL`] (older records
 /// are dropped with the next write), so nothing outlives the objects.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pacing {
+    /// How long a first settling status may be held after the object's creation.
+    first_grace: Duration,
     written: Mutex<HashMap<String, SystemTime>>,
 }
 
+impl Default for Pacing {
+    fn default() -> Self {
+        Pacing::new(FIRST_STATUS_GRACE)
+    }
+}
+
 impl Pacing {
+    /// Pacing that holds a first settling status for up to `first_grace` after the creation.
+    fn new(first_grace: Duration) -> Self {
+        Pacing {
+            first_grace,
+            written: Mutex::default(),
+        }
+    }
+
     /// How long the settling status `desired` of `object` waits at `now` before it replaces
-    /// `current`: a first status for the rest of [`FIRST_STATUS_GRACE`] since the creation;
+    /// `current`: a first status for the rest of the first-status grace since the creation;
     /// a later one of the same observed generation for the rest of the interval since the last
     /// settling status was written.
     fn hold<K: Resource>(
@@ -250,7 +266,7 @@ impl Pacing {
         now: SystemTime,
     ) -> Option<Duration> {
         let Some(current) = current.filter(|c| !c.is_null() && *c != &json!({})) else {
-            return first_status_wait(object, now);
+            return first_status_wait(object, self.first_grace, now);
         };
         (current["observedGeneration"] == desired["observedGeneration"])
             .then(|| self.wait(&key_of(object), now))
@@ -285,17 +301,22 @@ impl Pacing {
 }
 
 /// How long a new object's first status may be held back while it only says that children are
-/// still converging ([`Outcome::settling`]), counted from the object's creation.
+/// still converging ([`Outcome::settling`]), counted from the object's creation: the default of
+/// [`Runner::first_status_grace`].
 pub const FIRST_STATUS_GRACE: Duration = Duration::from_secs(10);
 
-/// How much longer the first status of `object` may be held at `now`: the rest of
-/// [`FIRST_STATUS_GRACE`] since its creation; `None` once it is over, or when the creation time
-/// is unknown or ahead of this clock.
-fn first_status_wait<K: Resource>(object: &K, now: SystemTime) -> Option<Duration> {
+/// How much longer the first status of `object` may be held at `now`: the rest of `grace` since
+/// its creation; `None` once it is over, or when the creation time is unknown or ahead of this
+/// clock.
+fn first_status_wait<K: Resource>(
+    object: &K,
+    grace: Duration,
+    now: SystemTime,
+) -> Option<Duration> {
     let created = object.meta().creation_timestamp.as_ref()?;
     let created = SystemTime::from(created.0);
     let age = now.duration_since(created).ok()?;
-    FIRST_STATUS_GRACE.checked_sub(age).filter(|w| !w.is_zero())
+    grace.checked_sub(age).filter(|w| !w.is_zero())
 }
 
 /// Publish the events of one reconcile, the child writes of one verb together
@@ -322,6 +343,7 @@ where
     status_writer: Arc<dyn StatusWriter>,
     events: Arc<dyn EventSink>,
     backoff: ErrorBackoff,
+    first_status_grace: Duration,
     on_gone: Option<GoneHook>,
 }
 
@@ -355,8 +377,16 @@ where
             status_writer,
             events,
             backoff: ErrorBackoff::default(),
+            first_status_grace: FIRST_STATUS_GRACE,
             on_gone: None,
         }
+    }
+
+    /// How long a new object's first status may be held while it only says that children are
+    /// still converging, counted from the object's creation (default [`FIRST_STATUS_GRACE`]).
+    pub fn first_status_grace(mut self, grace: Duration) -> Self {
+        self.first_status_grace = grace;
+        self
     }
 
     /// Run `hook` with the key (`namespace/name`) of every object that is gone when its reconcile
@@ -386,7 +416,7 @@ where
             status_writer: self.status_writer,
             events: self.events,
             backoff: self.backoff,
-            pacing: Pacing::default(),
+            pacing: Pacing::new(self.first_status_grace),
         });
         let on_gone = self.on_gone;
         let forget = shared.clone();
@@ -497,8 +527,22 @@ mod tests {
             (None, created, None),
         ];
         for (at, now, wait) in cases {
-            assert_eq!(first_status_wait(&object(at), now), wait, "{at:?} {now:?}");
+            assert_eq!(
+                first_status_wait(&object(at), FIRST_STATUS_GRACE, now),
+                wait,
+                "{at:?} {now:?}"
+            );
         }
+        // A runner's own grace.
+        let grace = secs(30);
+        assert_eq!(
+            first_status_wait(&object(Some(created)), grace, created + secs(12)),
+            Some(secs(18))
+        );
+        assert_eq!(
+            first_status_wait(&object(Some(created)), grace, created + grace),
+            None
+        );
     }
 
     #[test]

@@ -689,6 +689,7 @@ fn dcd_controller(
         secrets,
     });
     Ok(w.runner(controller, status_writer, &ctx.metrics)
+        .first_status_grace(dcd_controller::FIRST_STATUS_GRACE)
         .run(
             |dcd: Arc<DynamoComponentDeployment>, ctx: Arc<DcdContext>| async move {
                 secrets_synced(ctx.secrets.as_ref()).await;
