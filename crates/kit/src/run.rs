@@ -227,7 +227,7 @@ where
 
 /// How often a settling status ([`Outcome::settling`]) may replace the settling status the
 /// runner last wrote for the same object and generation.
-pub const SETTLING_INTERVAL: Duration = Duration::from_secs(10);
+pub const SETTLING_INTERVAL: Duration = Duration::from_secs(20);
 
 /// When the runner last wrote a settling status, per object (`namespace/name`): only objects
 /// whose last written status was settling, and only for [`SETTLING_INTERVAL`] (older records
@@ -565,7 +565,11 @@ mod tests {
                 status(1, "1 of 3 ready"),
                 Some(SETTLING_INTERVAL - secs(3)),
             ),
-            (Some((true, 10)), status(1, "1 of 3 ready"), None),
+            (
+                Some((true, SETTLING_INTERVAL.as_secs())),
+                status(1, "1 of 3 ready"),
+                None,
+            ),
             (Some((true, 60)), status(1, "1 of 3 ready"), None),
             // A new generation observed, or a last write that was no settling one: at once.
             (Some((true, 3)), status(2, "1 of 3 ready"), None),
