@@ -109,8 +109,15 @@ fn clear(d: &Double) {
 
 /// Report the Deployment as the Deployment controller would once its pods are available.
 async fn make_available(d: &Double, name: &str) {
+    report_deployment(d, name, true).await;
+}
+
+/// Report the Deployment as the Deployment controller would with every desired pod available,
+/// or with none.
+async fn report_deployment(d: &Double, name: &str, available: bool) {
     let dep = deployment(d, name);
     let desired = dep.spec.as_ref().unwrap().replicas.unwrap_or(1);
+    let ready = if available { desired } else { 0 };
     d.status_writer()
         .apply_status_dynamic(
             &resource::<Deployment>(),
@@ -120,9 +127,9 @@ async fn make_available(d: &Double, name: &str) {
                 "observedGeneration": dep.metadata.generation,
                 "replicas": desired,
                 "updatedReplicas": desired,
-                "readyReplicas": desired,
-                "availableReplicas": desired,
-                "conditions": [{"type": "Available", "status": "True"}],
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "conditions": [{"type": "Available", "status": if available { "True" } else { "False" }}],
             }),
         )
         .await
@@ -252,27 +259,6 @@ async fn an_available_deployment_makes_the_dcd_ready_once() {
     assert!(d.events().is_empty());
 }
 
-/// Report the Deployment as the Deployment controller would once its pods are gone.
-async fn make_unavailable(d: &Double, name: &str) {
-    let dep = deployment(d, name);
-    d.status_writer()
-        .apply_status_dynamic(
-            &resource::<Deployment>(),
-            Some(NS),
-            name,
-            &json!({
-                "observedGeneration": dep.metadata.generation,
-                "replicas": 1,
-                "updatedReplicas": 1,
-                "readyReplicas": 0,
-                "availableReplicas": 0,
-                "conditions": [{"type": "Available", "status": "False"}],
-            }),
-        )
-        .await
-        .unwrap();
-}
-
 fn available_since(d: &Double, name: &str) -> Time {
     let s = status(d, name);
     let c = conditions::find(&s.conditions, CONDITION_AVAILABLE).expect("Available");
@@ -320,7 +306,7 @@ async fn availability_events_first_availability_loss_and_recovery() {
         for (step, (available, events)) in steps.into_iter().zip(expected).enumerate() {
             match available {
                 Some(true) => make_available(&d, WORKER).await,
-                Some(false) => make_unavailable(&d, WORKER).await,
+                Some(false) => report_deployment(&d, WORKER, false).await,
                 None => {}
             }
             clear(&d);
