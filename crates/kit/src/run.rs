@@ -3,6 +3,9 @@
 //! [`Runner`] wraps a kube-runtime [`Controller`] that the caller built (primary watch, owned and
 //! watched kinds, shared streams from [`crate::cache::Cache`], predicates, concurrency,
 //! shutdown). Per object and attempt it:
+//! 0. retries shortly instead (250 ms), when the object it is handed is at the version its own
+//!    last status write replaced, less than 5 s ago: the cache has not seen that write yet, and
+//!    a reconcile from it would find (and announce) the same transition again;
 //! 1. calls the reconcile function once, which returns an [`Outcome`] or a [`Failed`] carrying
 //!    the partial outcome;
 //! 2. persists `outcome.status` through the [`StatusWriter`], also when the attempt failed, and
@@ -199,6 +202,11 @@ where
                 tracing::debug!(object = %object_key, changed = applied.changed, "status written");
                 if let Some((pacing, now)) = pacing {
                     pacing.written(&object_key, settling, now);
+                    if applied.changed {
+                        pacing
+                            .superseded
+                            .record(&object_key, object.resource_version(), now);
+                    }
                 }
             }
             Err(err) if err.is_not_found() => {
@@ -237,6 +245,56 @@ struct Pacing {
     /// How long a first settling status may be held after the object's creation.
     first_grace: Duration,
     written: Mutex<HashMap<String, SystemTime>>,
+    /// The versions this runner's status writes replaced.
+    superseded: Superseded,
+}
+
+/// How long a status write of this runner marks the version it replaced as outdated: a watch
+/// that has not delivered the write by then is left to the cache's own recovery.
+const SUPERSEDED_WINDOW: Duration = Duration::from_secs(5);
+
+/// When a reconcile is handed an object at a version this runner's status write replaced:
+/// retried after this long, by when the watch has usually delivered the write.
+const SUPERSEDED_RETRY: Duration = Duration::from_millis(250);
+
+/// Per object (`namespace/name`), the `resourceVersion` it had when this runner last changed its
+/// status, for [`SUPERSEDED_WINDOW`]. A reconcile handed the object at that version works from a
+/// cache that has not seen the write yet: it would find the transition it already wrote (and
+/// announce it again); it is retried shortly instead. Records go when the object is seen at
+/// another version or the window is over, so nothing outlives the objects.
+#[derive(Debug, Default)]
+struct Superseded {
+    versions: Mutex<HashMap<String, (String, SystemTime)>>,
+}
+
+impl Superseded {
+    /// The status of `key`, at `version` when the reconcile read it, was changed at `now`.
+    fn record(&self, key: &str, version: Option<String>, now: SystemTime) {
+        let mut versions = self.versions.lock().expect("superseded lock");
+        versions.retain(|_, (_, at)| within_window(*at, now));
+        if let Some(version) = version {
+            versions.insert(key.to_string(), (version, now));
+        }
+    }
+
+    /// Whether `key` at `version` is what this runner's status write replaced, at `now`.
+    fn holds(&self, key: &str, version: Option<&str>, now: SystemTime) -> bool {
+        let mut versions = self.versions.lock().expect("superseded lock");
+        let Some((replaced, at)) = versions.get(key) else {
+            return false;
+        };
+        let holds = version == Some(replaced.as_str()) && within_window(*at, now);
+        if !holds {
+            versions.remove(key);
+        }
+        holds
+    }
+}
+
+/// Whether `at` is less than [`SUPERSEDED_WINDOW`] before `now`.
+fn within_window(at: SystemTime, now: SystemTime) -> bool {
+    now.duration_since(at)
+        .is_ok_and(|since| since < SUPERSEDED_WINDOW)
 }
 
 impl Default for Pacing {
@@ -251,6 +309,7 @@ impl Pacing {
         Pacing {
             first_grace,
             written: Mutex::default(),
+            superseded: Superseded::default(),
         }
     }
 
@@ -426,6 +485,11 @@ where
                     let object_key = key_of(object.as_ref());
                     let span = tracing::info_span!("reconcile", object = %object_key);
                     async move {
+                        let version = object.resource_version();
+                        if shared.pacing.superseded.holds(&object_key, version.as_deref(), SystemTime::now()) {
+                            tracing::debug!(object = %object_key, "cached object predates this runner's last status write; reconciled once the cache has it");
+                            return Ok(Action::requeue(SUPERSEDED_RETRY));
+                        }
                         let result = (shared.reconcile)(object.clone(), shared.ctx.clone()).await;
                         let action = complete(
                             object.as_ref(),
@@ -597,6 +661,46 @@ mod tests {
                 Some(FIRST_STATUS_GRACE - secs(4))
             );
         }
+    }
+
+    #[test]
+    fn a_version_a_status_write_replaced_is_outdated_for_the_window() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let ms = Duration::from_millis;
+        // (version handed to the reconcile, after the write; outdated)
+        let cases = [
+            (Some("5"), ms(100), true),
+            (Some("5"), SUPERSEDED_WINDOW - ms(1), true),
+            (Some("5"), SUPERSEDED_WINDOW, false),
+            // The cache has the write, or a later change: current.
+            (Some("6"), ms(100), false),
+            (None, ms(100), false),
+        ];
+        for (version, after, outdated) in cases {
+            let superseded = Superseded::default();
+            superseded.record("ns/g", Some("5".into()), t0);
+            assert_eq!(
+                superseded.holds("ns/g", version, t0 + after),
+                outdated,
+                "{version:?} {after:?}"
+            );
+            assert!(!superseded.holds("ns/other", Some("5"), t0 + after));
+        }
+        // Seen current once, the record is gone; expired records go with the next write.
+        let superseded = Superseded::default();
+        superseded.record("a", Some("5".into()), t0);
+        superseded.record("b", Some("7".into()), t0);
+        assert!(!superseded.holds("a", Some("6"), t0 + ms(10)));
+        assert!(!superseded.holds("a", Some("5"), t0 + ms(20)));
+        superseded.record("c", Some("9".into()), t0 + SUPERSEDED_WINDOW);
+        let kept: Vec<String> = superseded
+            .versions
+            .lock()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(kept, ["c"]);
     }
 
     #[test]
